@@ -1,0 +1,211 @@
+"""Identity-routed assembly: the tool-call table of each choice, and its text buffers.
+
+A fragment goes to the call it names, never to "the latest" one: a known id first, then a new id (a new
+call, even when its index is taken), then the index (a map, never list positions). Fragments are kept
+as lists and joined once at the end. Every tool-call delta is also shown to the hazard strategies,
+with where identity routing put it, so they can say where they first went astray.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage, real_id
+from .warnings import WarningLog
+
+_ORPHAN_TEXT_CAP = 64 * 1024
+
+
+class ToolCall:
+    __slots__ = ("ordinal", "id", "index", "name", "fragments", "first_event", "name_repeated")
+
+    def __init__(self, ordinal: int, call_id: str | None, index: int | None, event: int) -> None:
+        self.ordinal = ordinal  # position in the choice's table, in order of creation
+        self.id = call_id
+        self.index = index
+        self.name: str | None = None
+        self.fragments: list[str] = []
+        self.first_event = event
+        self.name_repeated = False
+
+    @property
+    def arguments(self) -> str:
+        fragments = self.fragments
+        if len(fragments) > 1:
+            self.fragments = fragments = ["".join(fragments)]
+        return fragments[0] if fragments else ""
+
+
+class ChoiceState:
+    __slots__ = (
+        "index",
+        "calls",
+        "by_id",
+        "by_index",
+        "text",
+        "reasoning",
+        "refusal",
+        "finish_reason",
+        "orphans",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.calls: list[ToolCall] = []
+        self.by_id: dict[str, ToolCall] = {}
+        self.by_index: dict[int, ToolCall] = {}
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.finish_reason: str | None = None
+        self.orphans: list[ToolCallDelta] = []
+
+
+def fragment_text(arguments: Any) -> str:
+    """A delta's arguments as text: a string as is, any other JSON value serialised once."""
+    if type(arguments) is str:
+        return arguments
+    return orjson.dumps(arguments).decode()
+
+
+class Assembly:
+    """Applies normalized operations; holds everything a result is built from."""
+
+    def __init__(self, warnings: WarningLog, strategies: list) -> None:
+        self._warn = warnings
+        self.strategies = strategies
+        self.choices: dict[int, ChoiceState] = {}
+        self.model: str | None = None
+        self.response_id: str | None = None
+        self.usage: dict | None = None
+        self.errors: list = []
+        self.ended = False  # the format's own end marker was seen
+
+    def apply(self, op) -> None:
+        kind = type(op)
+        if kind is ToolCallDelta:
+            self._tool_delta(op)
+        elif kind is TextDelta:
+            getattr(self._choice(op.choice), op.kind).append(op.text)
+        elif kind is Finish:
+            self._choice(op.choice).finish_reason = op.reason
+        elif kind is Meta:
+            if op.model:
+                self.model = op.model
+            if op.response_id:
+                self.response_id = op.response_id
+        elif kind is Usage:
+            self.usage = op.usage
+        elif kind is ProviderError:
+            self.errors.append(op.error)
+            self._warn.add(
+                "provider-error",
+                f"event {op.event}: provider error: {_error_text(op.error)}",
+                event=op.event,
+                error=op.error,
+            )
+        elif kind is StreamEnd:
+            self.ended = True
+
+    def _choice(self, index: int) -> ChoiceState:
+        state = self.choices.get(index)
+        if state is None:
+            state = self.choices[index] = ChoiceState(index)
+        return state
+
+    def _tool_delta(self, op: ToolCallDelta) -> None:
+        state = self._choice(op.choice)
+        call, created = self._route(state, op)
+        if call is None:
+            state.orphans.append(op)
+        else:
+            name = op.name
+            if name and type(name) is str:
+                self._set_name(call, name, op.event, state.index)
+            arguments = op.arguments
+            if arguments is not None and arguments != "":
+                call.fragments.append(arguments if type(arguments) is str else fragment_text(arguments))
+        if self.strategies:
+            ordinal = None if call is None else call.ordinal
+            for strategy in self.strategies:
+                strategy.observe(op, ordinal, created)
+
+    def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
+        call_id = real_id(op.id)
+        index = op.index
+        if call_id is not None:
+            call = state.by_id.get(call_id)
+            if call is not None:
+                return call, False
+            if index is not None:
+                holder = state.by_index.get(index)
+                if holder is not None:
+                    self._warn.add(
+                        "index-collision",
+                        f"event {op.event}: new call {call_id} arrived with index {index}, "
+                        f"already held by call {holder.id or '#' + str(holder.ordinal)}",
+                        event=op.event,
+                        choice=state.index,
+                        index=index,
+                        id=call_id,
+                        existing_id=holder.id,
+                    )
+            return self._new_call(state, call_id, index, op.event), True
+        if index is not None:
+            call = state.by_index.get(index)
+            if call is not None:
+                return call, False
+        elif len(state.calls) == 1:
+            return state.calls[0], False
+        if op.name and type(op.name) is str:
+            return self._new_call(state, None, index, op.event), True
+        return None, False
+
+    @staticmethod
+    def _new_call(state: ChoiceState, call_id: str | None, index: int | None, event: int) -> ToolCall:
+        call = ToolCall(len(state.calls), call_id, index, event)
+        state.calls.append(call)
+        if call_id is not None:
+            state.by_id[call_id] = call
+        if index is not None:
+            state.by_index[index] = call
+        return call
+
+    def _set_name(self, call: ToolCall, name: str, event: int, choice: int) -> None:
+        current = call.name
+        if not current:
+            call.name = name
+        elif name == current:
+            if not call.name_repeated:
+                call.name_repeated = True
+                self._warn.add(
+                    "name-repeated",
+                    f"event {event}: the name {name!r} of call {call.id or '#' + str(call.ordinal)} was sent again",
+                    event=event,
+                    choice=choice,
+                    id=call.id,
+                    name=name,
+                )
+        elif name.startswith(current):
+            call.name = name
+        else:
+            call.name = current + name
+            self._warn.add(
+                "name-split",
+                f"event {event}: call {call.id or '#' + str(call.ordinal)} name continued: "
+                f"{current!r} + {name!r}",
+                event=event,
+                choice=choice,
+                id=call.id,
+                pieces=[current, name],
+            )
+
+
+def _error_text(error: Any) -> str:
+    if type(error) is dict:
+        message = error.get("message")
+        if message:
+            return str(message)
+    return orjson.dumps(error, default=str).decode()[:300]

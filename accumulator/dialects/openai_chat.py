@@ -1,0 +1,160 @@
+"""OpenAI Chat Completions streams (and the many servers that copy them), as normalized operations.
+
+Every quirk of this family that is about the shape of a chunk lives here: the Azure prompt-filter chunk,
+the ``choices: []`` usage chunk, Groq's ``x_groq.usage``, ``reasoning`` vs ``reasoning_content``,
+Magistral's content arrays, the deprecated ``function_call``, mid-stream ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+from ..framing import MALFORMED, SseEvent, parse_json
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..warnings import WarningLog
+
+_SNIPPET = 200
+
+
+class ChatCompletionsDialect:
+    format = "openai-chat"
+    framing = "sse"
+
+    __slots__ = ("_warn", "_model", "_response_id")
+
+    def __init__(self, warnings: WarningLog) -> None:
+        self._warn = warnings
+        self._model: str | None = None
+        self._response_id: str | None = None
+
+    def ops(self, event: SseEvent, number: int) -> list:
+        data = event.data
+        if data == b"[DONE]":
+            return [StreamEnd(number)]
+        obj, bad_utf8 = parse_json(data)
+        if bad_utf8:
+            self._warn.add("invalid-utf8", f"event {number} holds bytes that are not UTF-8", event=number)
+        if obj is MALFORMED or type(obj) is not dict:
+            self._warn.add(
+                "malformed-event",
+                f"event {number} is not a JSON object: {_snippet(data)}",
+                event=number,
+                data=_snippet(data),
+            )
+            return []
+        out: list = []
+        error = obj.get("error")
+        if error:
+            out.append(ProviderError(number, error))
+        model = obj.get("model")
+        response_id = obj.get("id")
+        # Azure's first chunk has empty id/model/object; every chunk repeats them: emit on change only.
+        if (model and model != self._model) or (response_id and response_id != self._response_id):
+            if model:
+                self._model = model
+            if response_id:
+                self._response_id = response_id
+            out.append(Meta(number, model or None, response_id or None))
+        usage = obj.get("usage")
+        if usage and type(usage) is dict:
+            out.append(Usage(number, usage))
+        groq = obj.get("x_groq")
+        if groq and type(groq) is dict and type(groq.get("usage")) is dict:
+            out.append(Usage(number, groq["usage"]))
+        choices = obj.get("choices")
+        if choices and type(choices) is list:
+            for choice in choices:
+                if type(choice) is dict:
+                    self._choice(choice, number, out)
+        return out
+
+    def _choice(self, choice: dict, number: int, out: list) -> None:
+        index = choice.get("index")
+        if type(index) is not int:
+            index = 0
+        delta = choice.get("delta")
+        if delta and type(delta) is dict:
+            content = delta.get("content")
+            if content:
+                if type(content) is str:
+                    out.append(TextDelta(number, index, "text", content))
+                elif type(content) is list:
+                    _content_parts(content, number, index, out)
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                out.append(TextDelta(number, index, "reasoning", reasoning))
+            refusal = delta.get("refusal")
+            if refusal and type(refusal) is str:
+                out.append(TextDelta(number, index, "refusal", refusal))
+            tool_calls = delta.get("tool_calls")
+            if tool_calls and type(tool_calls) is list:
+                for entry in tool_calls:
+                    if type(entry) is not dict:
+                        self._warn.add(
+                            "malformed-event",
+                            f"event {number} has a tool_calls entry that is not an object",
+                            event=number,
+                            data=_snippet(repr(entry).encode()),
+                        )
+                        continue
+                    function = entry.get("function")
+                    if type(function) is not dict:
+                        function = {}
+                    call_index = entry.get("index")
+                    if type(call_index) is not int:
+                        call_index = None
+                    out.append(
+                        ToolCallDelta(
+                            number,
+                            index,
+                            entry.get("id"),
+                            call_index,
+                            function.get("name"),
+                            function.get("arguments"),
+                        )
+                    )
+            function_call = delta.get("function_call")  # deprecated single-call form: no id, no index
+            if function_call and type(function_call) is dict:
+                out.append(
+                    ToolCallDelta(
+                        number, index, None, None, function_call.get("name"), function_call.get("arguments")
+                    )
+                )
+        reason = choice.get("finish_reason")
+        if reason and type(reason) is str:
+            out.append(Finish(number, index, reason))
+
+    @staticmethod
+    def declared_tools(request: dict) -> set[str]:
+        """Names of the functions a Chat Completions request declares (``tools`` and legacy ``functions``)."""
+        names: set[str] = set()
+        for tool in request.get("tools") or ():
+            if type(tool) is not dict:
+                continue
+            for key in ("function", "custom"):
+                inner = tool.get(key)
+                if type(inner) is dict and type(inner.get("name")) is str:
+                    names.add(inner["name"])
+            if type(tool.get("name")) is str:
+                names.add(tool["name"])
+        for function in request.get("functions") or ():
+            if type(function) is dict and type(function.get("name")) is str:
+                names.add(function["name"])
+        return names
+
+
+def _content_parts(parts: list, number: int, index: int, out: list) -> None:
+    # Mistral's Magistral streams content as typed parts: text, and thinking holding text parts.
+    for part in parts:
+        if type(part) is not dict:
+            continue
+        kind = part.get("type")
+        if kind == "text" and type(part.get("text")) is str and part["text"]:
+            out.append(TextDelta(number, index, "text", part["text"]))
+        elif kind == "thinking":
+            for inner in part.get("thinking") or ():
+                if type(inner) is dict and type(inner.get("text")) is str and inner["text"]:
+                    out.append(TextDelta(number, index, "reasoning", inner["text"]))
+
+
+def _snippet(data: bytes) -> str:
+    text = data[: _SNIPPET * 4].decode("utf-8", "replace")
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"

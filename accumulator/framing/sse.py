@@ -1,0 +1,179 @@
+"""Server-sent events, decoded per the WHATWG event-stream rules, incrementally.
+
+LF, CRLF and CR line ends (a CRLF may straddle two chunks), comment lines, multi-line ``data:``,
+``event:``, ``id:``, a leading BOM. The unfinished line is kept as a list of pieces and joined once when
+its end arrives, so work stays O(bytes) however the input is cut. An event larger than the cap is
+dropped and decoding resumes after the next blank line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+_BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+
+class SseEvent(NamedTuple):
+    type: str | None  # the ``event:`` field, None when absent
+    data: bytes  # ``data:`` lines joined with LF, as raw bytes
+    id: str | None  # the last event id, per the spec it persists across events
+
+
+# Put in the output where an event was dropped for exceeding the cap (compare with ``is``).
+OVERSIZED = SseEvent("<oversized>", b"", None)
+
+
+class SseDecoder:
+    """Feed bytes, get whole events. Never raises on any input."""
+
+    __slots__ = (
+        "max_event_bytes",
+        "unterminated",
+        "_head",
+        "_pending",
+        "_pending_len",
+        "_after_cr",
+        "_in_long_line",
+        "_data",
+        "_data_len",
+        "_type",
+        "_last_id",
+        "_discarding",
+    )
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.unterminated = False  # set by close() when the input ended inside an event
+        self._head: bytes | None = b""  # first bytes, until we know whether they start with a BOM
+        self._pending: list[bytes] = []  # pieces of the line not yet ended
+        self._pending_len = 0
+        self._after_cr = False  # last chunk ended in CR: a leading LF in the next one ends nothing
+        self._in_long_line = False  # dropping the rest of a line that alone exceeded the cap
+        self._data: list[bytes] = []
+        self._data_len = 0
+        self._type: str | None = None
+        self._last_id: str | None = None
+        self._discarding = False  # inside an oversized event: ignore lines until a blank one
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        out: list[SseEvent] = []
+        if self._head is not None:
+            chunk = self._strip_bom(chunk)
+        if not chunk:
+            return out
+        if self._after_cr:
+            self._after_cr = False
+            if chunk[0] == 0x0A:
+                chunk = chunk[1:]
+                if not chunk:
+                    return out
+        if b"\r" in chunk:
+            lines = _LINE_END.split(chunk)
+            if chunk[-1] == 0x0D:
+                self._after_cr = True
+        else:
+            lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if lines:
+            if self._in_long_line:
+                # The first "line" is the end of a line already dropped for its size.
+                self._in_long_line = False
+                lines[0] = None
+            elif self._pending:
+                self._pending.append(lines[0])
+                lines[0] = b"".join(self._pending)
+                self._pending.clear()
+                self._pending_len = 0
+            line_fn = self._line
+            for line in lines:
+                if line is not None:
+                    line_fn(line, out)
+        if tail and not self._in_long_line:
+            self._pending.append(tail)
+            self._pending_len += len(tail)
+            if self._pending_len + self._data_len > self.max_event_bytes:
+                self._pending.clear()
+                self._pending_len = 0
+                self._in_long_line = True
+                self._drop_event(out)
+        return out
+
+    def close(self) -> list[SseEvent]:
+        """End of input. A strict parser discards an event with no closing blank line; a capture cut
+        there is still worth reading, so it is dispatched and ``unterminated`` is set."""
+        out: list[SseEvent] = []
+        if self._head:
+            head, self._head = self._head, None
+            if not _BOM.startswith(head):
+                self._pending.append(head)
+        if self._pending and not self._in_long_line:
+            line = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_len = 0
+            self._line(line, out)
+        if self._data and not self._discarding:
+            self.unterminated = True
+            self._dispatch(out)
+        return out
+
+    def _strip_bom(self, chunk: bytes) -> bytes:
+        head = self._head + chunk
+        if len(head) < 3 and _BOM.startswith(head):
+            self._head = head
+            return b""
+        self._head = None
+        return head[3:] if head.startswith(_BOM) else head
+
+    def _line(self, line: bytes, out: list[SseEvent]) -> None:
+        if not line:
+            self._dispatch(out)
+            return
+        if self._discarding or line[0] == 0x3A:  # ':' starts a comment
+            return
+        if line.startswith(b"data:"):
+            value = line[5:]
+            if value[:1] == b" ":
+                value = value[1:]
+            self._add_data(value, out)
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            name, value = line, b""
+        else:
+            name, value = line[:colon], line[colon + 1 :]
+            if value[:1] == b" ":
+                value = value[1:]
+        if name == b"event":
+            self._type = value.decode("utf-8", "replace")
+        elif name == b"data":
+            self._add_data(value, out)
+        elif name == b"id":
+            if b"\0" not in value:
+                self._last_id = value.decode("utf-8", "replace")
+        # "retry" and unknown fields are ignored, as the spec says.
+
+    def _add_data(self, value: bytes, out: list[SseEvent]) -> None:
+        self._data.append(value)
+        self._data_len += len(value) + 1
+        if self._data_len + self._pending_len > self.max_event_bytes:
+            self._drop_event(out)
+
+    def _drop_event(self, out: list[SseEvent]) -> None:
+        if not self._discarding:
+            out.append(OVERSIZED)
+        self._discarding = True
+        self._data.clear()
+        self._data_len = 0
+
+    def _dispatch(self, out: list[SseEvent]) -> None:
+        if self._discarding:
+            self._discarding = False
+        elif self._data:
+            data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            out.append(SseEvent(self._type, data, self._last_id))
+        self._data.clear()
+        self._data_len = 0
+        self._type = None

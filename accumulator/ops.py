@@ -1,0 +1,77 @@
+"""Normalized delta operations: what every dialect turns provider events into.
+
+Assembly and the hazard strategies consume only these, so they work for every wire format. Values are
+kept as the wire sent them (an id may be ``""`` or ``"null"``, a name ``""``); the routing rules decide
+what such values mean, identically for every format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Ids that name no call: empty strings on continuation deltas (DashScope, LM Studio) and the string
+# "null" (mistralai SDK default, Mistral-hosted GLM). FORMATS.md Q4, Q25.
+PLACEHOLDER_IDS = frozenset(("", "null"))
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A fragment of one tool call, as it names its call."""
+
+    event: int  # 1-based number of the stream event that carried it
+    choice: int  # choice (completion) the call belongs to; 0 for single-choice formats
+    id: str | None
+    index: int | None
+    name: str | None
+    arguments: Any  # a string fragment, a whole JSON value (object), or None
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    event: int
+    choice: int
+    kind: str  # "text", "reasoning" or "refusal"
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    event: int
+    choice: int
+    reason: str
+
+
+@dataclass(slots=True, frozen=True)
+class Meta:
+    event: int
+    model: str | None
+    response_id: str | None
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    event: int
+    usage: dict  # the provider's usage object, last one wins
+
+
+@dataclass(slots=True, frozen=True)
+class ProviderError:
+    event: int
+    error: Any
+
+
+@dataclass(slots=True, frozen=True)
+class StreamEnd:
+    """The format's own end-of-stream marker (Chat Completions: ``data: [DONE]``)."""
+
+    event: int
+
+
+def real_id(value: Any) -> str | None:
+    """The call id a delta names, or None when it names none (absent or a placeholder)."""
+    if value is None:
+        return None
+    if type(value) is not str:
+        value = str(value)
+    return None if value in PLACEHOLDER_IDS else value

@@ -1,0 +1,58 @@
+"""A result as text a person reads: calls with pretty-printed arguments, text, warnings, usage."""
+
+from __future__ import annotations
+
+import orjson
+
+
+def format_report(result: dict, title: str | None = None) -> str:
+    lines: list[str] = []
+    head = f"{result['format']}, model {result['model'] or '?'}, "
+    head += "complete" if result["complete"] else "INCOMPLETE"
+    lines.append(f"== {title} ({head}) ==" if title else f"== {head} ==")
+    for choice in result["choices"]:
+        calls = choice["tool_calls"]
+        lines.append(
+            f"choice {choice['index']}: {len(calls)} tool call(s), finish_reason {choice['finish_reason'] or '-'}"
+        )
+        for n, call in enumerate(calls):
+            index = "-" if call["index"] is None else call["index"]
+            lines.append(f"  [{n}] {call['name'] or '(no name)'}  id={call['id'] or '-'}  index={index}")
+            lines.extend("      " + line for line in _pretty(call["arguments"]).splitlines())
+        for kind in ("reasoning", "text", "refusal"):
+            value = choice[kind]
+            if value:
+                lines.append(f"  {kind}: {_one_line(value)}")
+    if result.get("error") is not None:
+        lines.append(f"error: {orjson.dumps(result['error']).decode()}")
+    warnings = result["warnings"]
+    if warnings:
+        lines.append(f"warnings ({len(warnings)}):")
+        for warning in warnings:
+            lines.append(f"  {warning['severity'].upper():7} {warning['code']}: {warning['message']}")
+            for call in warning.get("would_build", ()):
+                lines.append(f"          would build {call['name']}({_one_line(call['arguments'], 200)})")
+    else:
+        lines.append("warnings: none")
+    usage = result["usage"]
+    if usage:
+        parts = [f"{k} {v}" for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        lines.append("usage: " + ", ".join(parts))
+    stats = result["stats"]
+    lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
+    return "\n".join(lines)
+
+
+def _pretty(arguments: str) -> str:
+    if arguments == "":
+        return "(no arguments)"
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments + "\n(not valid JSON, shown as is)"
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,207 @@
+"""The result of one stream: a JSON-safe dict built once at the end, and its JSON Schema.
+
+Final checks happen here, at the end and never earlier: truncation, arguments that do not parse, calls
+to undeclared tools, and each hazard strategy's calls compared with the identity result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .assembly import Assembly, ChoiceState, fragment_text
+from .warnings import WarningLog
+
+_TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
+
+
+def build_result(
+    *,
+    format: str,
+    assembly: Assembly,
+    warnings: WarningLog,
+    declared_tools: set[str] | None,
+    events: int,
+    nbytes: int,
+) -> dict:
+    choices = [assembly.choices[i] for i in sorted(assembly.choices)]
+    for state in choices:
+        _orphan_warning(state, warnings)
+    out_choices = [_choice_dict(state, warnings, declared_tools) for state in choices]
+    for strategy in assembly.strategies:
+        for state, out in zip(choices, out_choices):
+            _compare(strategy, state.index, out["tool_calls"], warnings)
+    truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
+    if truncated:
+        unfinished = [s.index for s in choices if s.finish_reason is None]
+        warnings.add(
+            "truncated-stream",
+            "the stream ended without its end marker"
+            + (f"; unfinished choices: {unfinished}" if choices else " and before any choice arrived"),
+            unfinished_choices=unfinished,
+        )
+    return {
+        "format": format,
+        "complete": not truncated and not assembly.errors,
+        "model": assembly.model,
+        "response_id": assembly.response_id,
+        "choices": out_choices,
+        "usage": assembly.usage,
+        "error": assembly.errors[-1] if assembly.errors else None,
+        "warnings": warnings.to_list(),
+        "stats": {"events": events, "bytes": nbytes, "warnings_suppressed": warnings.suppressed},
+    }
+
+
+def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | None) -> dict:
+    calls = []
+    for call in state.calls:
+        arguments = call.arguments
+        if arguments:
+            try:
+                orjson.loads(arguments)
+            except orjson.JSONDecodeError as exc:
+                warnings.add(
+                    "invalid-arguments",
+                    f"call {call.id or '#' + str(call.ordinal)} ({call.name}): arguments are not valid JSON: {exc}",
+                    choice=state.index,
+                    id=call.id,
+                    name=call.name,
+                    arguments=_cap(arguments),
+                )
+        if declared is not None and call.name not in declared:
+            warnings.add(
+                "undeclared-tool",
+                f"call {call.id or '#' + str(call.ordinal)} "
+                + (f"names {call.name!r}, which the request did not declare" if call.name else "has no name"),
+                choice=state.index,
+                id=call.id,
+                name=call.name,
+                declared=sorted(declared),
+            )
+        calls.append({"id": call.id, "index": call.index, "name": call.name, "arguments": arguments})
+    return {
+        "index": state.index,
+        "text": "".join(state.text) if state.text else None,
+        "reasoning": "".join(state.reasoning) if state.reasoning else None,
+        "refusal": "".join(state.refusal) if state.refusal else None,
+        "finish_reason": state.finish_reason,
+        "tool_calls": calls,
+    }
+
+
+def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
+    if not state.orphans:
+        return
+    texts = [fragment_text(op.arguments) for op in state.orphans if op.arguments is not None]
+    events = [op.event for op in state.orphans]
+    indices = sorted({op.index for op in state.orphans if op.index is not None})
+    warnings.add(
+        "orphan-delta",
+        f"{len(events)} fragment(s) of choice {state.index} named no known call"
+        + (f" (index {', '.join(map(str, indices))})" if indices else " (no id, no index, several calls open)"),
+        choice=state.index,
+        count=len(events),
+        events=events[:50],
+        indices=indices,
+        arguments=_cap("".join(texts)),
+    )
+
+
+def _compare(strategy, choice: int, identity_calls: list[dict], warnings: WarningLog) -> None:
+    simulated = strategy.calls(choice)
+    if [(c["name"], c["arguments"]) for c in simulated] == [
+        (c["name"], c["arguments"]) for c in identity_calls
+    ]:
+        return
+    event = strategy.first_divergence
+    summary = ", ".join(f"{c['name']}({_cap(c['arguments'], 60)})" for c in simulated) or "no calls"
+    warnings.add(
+        strategy.code,
+        f"{strategy.name} routing would have built "
+        + (
+            "different calls"
+            if len(simulated) == len(identity_calls)
+            else f"{len(simulated)} call(s) instead of {len(identity_calls)}"
+        )
+        + f" (first diverging at event {event}): {summary}",
+        strategy=strategy.name,
+        choice=choice,
+        first_divergence_event=event,
+        would_build=[{"name": c["name"], "arguments": _cap(c["arguments"])} for c in simulated],
+    )
+
+
+def _cap(text: str, limit: int = _TEXT_CAP) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+_WARNING = {
+    "type": "object",
+    "required": ["code", "severity", "message"],
+    "properties": {
+        "code": {"type": "string"},
+        "severity": {"enum": ["warning", "info"]},
+        "message": {"type": "string"},
+    },
+}
+_NULLABLE_STR = {"type": ["string", "null"]}
+
+# The shape of every result (README documents it field by field; tests validate results against it).
+RESULT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "toolcall-lens result",
+    "type": "object",
+    "required": [
+        "format", "complete", "model", "response_id", "choices", "usage", "error", "warnings", "stats",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "format": {"type": "string"},
+        "complete": {"type": "boolean"},
+        "model": _NULLABLE_STR,
+        "response_id": _NULLABLE_STR,
+        "choices": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["index", "text", "reasoning", "refusal", "finish_reason", "tool_calls"],
+                "additionalProperties": False,
+                "properties": {
+                    "index": {"type": "integer"},
+                    "text": _NULLABLE_STR,
+                    "reasoning": _NULLABLE_STR,
+                    "refusal": _NULLABLE_STR,
+                    "finish_reason": _NULLABLE_STR,
+                    "tool_calls": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "index", "name", "arguments"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "id": _NULLABLE_STR,
+                                "index": {"type": ["integer", "null"]},
+                                "name": _NULLABLE_STR,
+                                "arguments": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "usage": {"type": ["object", "null"]},
+        "error": {},
+        "warnings": {"type": "array", "items": _WARNING},
+        "stats": {
+            "type": "object",
+            "required": ["events", "bytes", "warnings_suppressed"],
+            "properties": {
+                "events": {"type": "integer", "minimum": 0},
+                "bytes": {"type": "integer", "minimum": 0},
+                "warnings_suppressed": {"type": "integer", "minimum": 0},
+            },
+        },
+    },
+}

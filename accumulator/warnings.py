@@ -1,0 +1,98 @@
+"""The one catalogue of warning codes, and the log that collects them for one stream.
+
+Every warning a result carries is ``{"code", "severity", "message", ...details}``; its code is defined
+here once, with its severity and a one-line meaning (README's catalogue is this table).
+"""
+
+from __future__ import annotations
+
+# code -> (severity, one-line meaning). Severity "warning" makes the CLI exit 1; "info" does not.
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "recency-misroute": (
+        "warning",
+        "a client that appends each fragment to the most recent call would have built different calls",
+    ),
+    "index-collision": (
+        "warning",
+        "a new call id arrived with an index another call already holds; index-keyed clients merge the two",
+    ),
+    "name-repeated": (
+        "info",
+        "the function name was sent again on a later delta; clients that concatenate names double it",
+    ),
+    "name-split": (
+        "info",
+        "the function name arrived in several pieces; clients that keep only one piece get it wrong",
+    ),
+    "orphan-delta": (
+        "warning",
+        "a fragment named no known call (or several were possible) and carried no name; it belongs to no call",
+    ),
+    "invalid-arguments": (
+        "warning",
+        "a call's final arguments are not valid JSON",
+    ),
+    "truncated-stream": (
+        "warning",
+        "the stream ended without its end marker and before every choice finished",
+    ),
+    "provider-error": (
+        "warning",
+        "the provider sent an error object in the middle of the stream",
+    ),
+    "malformed-event": (
+        "warning",
+        "an event's payload is not valid JSON (or not the expected shape); the stream went on without it",
+    ),
+    "oversized-event": (
+        "warning",
+        "an event exceeded the size cap and was dropped; decoding resumed at the next event",
+    ),
+    "invalid-utf8": (
+        "warning",
+        "an event held bytes that are not UTF-8; they were read as replacement characters",
+    ),
+    "unterminated-event": (
+        "info",
+        "the input ended inside an event (no closing blank line); that last event was read anyway",
+    ),
+    "undeclared-tool": (
+        "warning",
+        "a call names a tool the request did not declare",
+    ),
+}
+
+# Per code, at most this many warnings are kept in a result; the rest are counted in stats.
+MAX_PER_CODE = 20
+
+
+class WarningLog:
+    """Collects the warnings of one stream, in order, capped per code."""
+
+    __slots__ = ("_items", "_per_code", "suppressed")
+
+    def __init__(self) -> None:
+        self._items: list[dict] = []
+        self._per_code: dict[str, int] = {}
+        self.suppressed = 0
+
+    def add(self, code: str, message: str, **details) -> None:
+        severity = CATALOGUE[code][0]
+        seen = self._per_code.get(code, 0)
+        if seen >= MAX_PER_CODE:
+            self.suppressed += 1
+            return
+        self._per_code[code] = seen + 1
+        item = {"code": code, "severity": severity, "message": message}
+        item.update(details)
+        self._items.append(item)
+
+    def has(self, code: str) -> bool:
+        return code in self._per_code
+
+    def to_list(self) -> list[dict]:
+        return list(self._items)
+
+
+def severity_of(code: str) -> str:
+    return CATALOGUE[code][0]
