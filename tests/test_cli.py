@@ -1,0 +1,104 @@
+"""The command line: reports, --json, --request, --format, exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accumulator.cli import main
+from streams import DATA, call, choice, chunk, sse, tool_chunk
+
+PRODUCTION = str(DATA / "production_interleaved.sse")
+CLEAN = str(DATA / "openai_chat_parallel.sse")
+REQUEST = str(DATA / "production_request.json")
+
+
+def test_clean_stream_report_exits_0(capsys):
+    assert main([CLEAN]) == 0
+    out = capsys.readouterr().out
+    assert "get_weather" in out and "get_time" in out
+    assert '"city": "Paris"' in out  # arguments pretty-printed
+    assert "warnings: none" in out
+
+
+def test_misrouted_stream_report_exits_1_and_shows_what_recency_builds(capsys):
+    assert main([PRODUCTION]) == 1
+    out = capsys.readouterr().out
+    assert "recency-misroute" in out
+    assert '"query": "RBI circulars"' in out
+    assert 'would build get_user_profile({"query": "RBI{"user_id": "u circulars"}123"})' in out
+
+
+def test_json_output_is_exactly_results(capsys):
+    assert main([CLEAN, PRODUCTION, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc) == ["results"] and len(doc["results"]) == 2
+    assert [r["format"] for r in doc["results"]] == ["openai-chat", "openai-chat"]
+    assert doc["results"][1]["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
+
+
+def test_info_warnings_alone_exit_0(tmp_path, capsys):
+    body = sse(tool_chunk(call(0, "a", "f", "{}")), chunk(choice(0, "tool_calls")))
+    path = tmp_path / "cut_after_done.sse"
+    path.write_bytes(body.rstrip(b"\n"))  # no blank line after [DONE]: an info note only
+    assert main([str(path), "--json"]) == 0
+    warnings = json.loads(capsys.readouterr().out)["results"][0]["warnings"]
+    assert [(w["code"], w["severity"]) for w in warnings] == [("unterminated-event", "info")]
+
+
+def test_request_declares_tools(tmp_path, capsys):
+    body = sse(tool_chunk(call(0, "a", "rm_rf", "{}")), chunk(choice(0, "tool_calls")))
+    path = tmp_path / "undeclared.sse"
+    path.write_bytes(body)
+    assert main([str(path), "--request", REQUEST, "--json"]) == 1
+    warnings = json.loads(capsys.readouterr().out)["results"][0]["warnings"]
+    assert [w["code"] for w in warnings] == ["undeclared-tool"]
+
+
+def test_format_option_reads_what_detection_cannot(tmp_path, capsys):
+    path = tmp_path / "cut.sse"
+    path.write_bytes(b"data: {\"oops\n\n")  # nothing recognisable
+    assert main([str(path)]) == 2
+    assert "cannot tell the wire format" in capsys.readouterr().err
+    assert main([str(path), "--format", "openai-chat", "--json"]) == 1
+    codes = [w["code"] for w in json.loads(capsys.readouterr().out)["results"][0]["warnings"]]
+    assert codes == ["malformed-event", "truncated-stream"]
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["/nonexistent/body.sse"], "cannot read /nonexistent/body.sse"),
+        ([CLEAN, "--request", "/nonexistent/req.json"], "cannot read"),
+        ([CLEAN, "--request", CLEAN], "is not JSON"),
+    ],
+)
+def test_input_errors_exit_2_with_a_message_and_no_output(argv, message, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main([CLEAN, "--format", "nope"])
+    assert exc.value.code == 2
+
+
+def test_installed_console_script_runs(tmp_path):
+    exe = shutil.which("toolcall-lens", path=str(Path(sys.executable).parent))
+    assert exe, "the toolcall-lens console script is not installed next to this Python"
+    done = subprocess.run([exe, PRODUCTION, "--json"], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr == ""
+    assert json.loads(done.stdout)["results"][0]["warnings"][0]["code"] == "recency-misroute"
+    missing = subprocess.run([exe, str(tmp_path / "absent.sse")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stdout == ""

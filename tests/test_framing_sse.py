@@ -1,0 +1,176 @@
+"""SSE framing: the WHATWG rules, and the same events however the bytes are cut."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accumulator.framing import SseDecoder, SseEvent
+from accumulator.framing.sse import OVERSIZED
+from streams import CORPUS, DATA
+
+
+def decode(*chunks: bytes, max_event_bytes: int | None = None) -> list[SseEvent]:
+    decoder = SseDecoder(max_event_bytes) if max_event_bytes else SseDecoder()
+    out: list[SseEvent] = []
+    for c in chunks:
+        out.extend(decoder.feed(c))
+    out.extend(decoder.close())
+    return out
+
+
+def real_streams() -> list[tuple[str, bytes]]:
+    found = [(p.name, p.read_bytes()) for p in sorted(DATA.glob("*.sse"))]
+    if CORPUS.is_dir():
+        found += [(p.name, p.read_bytes()) for p in sorted(CORPUS.glob("*.sse"))]
+    return found
+
+
+STREAMS = real_streams()
+
+
+@pytest.mark.parametrize("name,body", STREAMS, ids=[n for n, _ in STREAMS])
+def test_every_split_point_gives_the_same_events(name, body):
+    whole = decode(body)
+    assert whole, name
+    for cut in range(len(body) + 1):
+        assert decode(body[:cut], body[cut:]) == whole, f"{name} cut at {cut}"
+
+
+@pytest.mark.parametrize("name,body", STREAMS[:6], ids=[n for n, _ in STREAMS[:6]])
+def test_every_pair_of_split_points_on_a_short_prefix(name, body):
+    # Two cuts close together exercise a CRLF or a field name split over three chunks.
+    head = body[:300]
+    whole = decode(head)
+    for a in range(len(head) + 1):
+        for b in range(a, min(len(head), a + 8) + 1):
+            assert decode(head[:a], head[a:b], head[b:]) == whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(STREAMS),
+    st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=40),
+    st.sampled_from([b"\n", b"\r\n", b"\r"]),
+)
+def test_random_chunkings_and_line_ends_give_the_same_events(stream, cuts, newline):
+    _, body = stream
+    body = body.replace(b"\r\n", b"\n").replace(b"\n", newline)
+    whole = decode(body)
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    assert decode(*pieces) == whole
+
+
+def test_lf_crlf_and_cr_line_ends_are_equal():
+    lf = b"data: a\n\ndata: b\n\n"
+    assert decode(lf) == decode(lf.replace(b"\n", b"\r\n")) == decode(lf.replace(b"\n", b"\r"))
+    assert [e.data for e in decode(lf)] == [b"a", b"b"]
+
+
+def test_crlf_split_across_chunks_is_one_line_end():
+    # "\r" ends one chunk, "\n" starts the next: one line end, not a blank line between.
+    events = decode(b"data: a\r", b"\ndata: b\r\n\r\n")
+    assert [e.data for e in events] == [b"a\nb"]
+
+
+def test_comments_are_not_events():
+    events = decode(b": OPENROUTER PROCESSING\n\n: keep-alive\ndata: x\n\n")
+    assert [e.data for e in events] == [b"x"]
+
+
+def test_multi_line_data_is_joined_with_lf():
+    events = decode(b"data: {\"a\":\ndata:  1}\n\n")
+    assert events == [SseEvent(None, b'{"a":\n 1}', None)]
+
+
+def test_event_and_id_fields_and_their_reset():
+    events = decode(b"event: message_start\nid: 7\ndata: x\n\ndata: y\n\n")
+    assert events == [SseEvent("message_start", b"x", "7"), SseEvent(None, b"y", "7")]
+
+
+def test_field_without_colon_and_without_space():
+    events = decode(b"data\n\ndata:x\n\n")
+    assert [e.data for e in events] == [b"", b"x"]
+
+
+def test_event_without_data_is_not_dispatched_and_unknown_fields_are_ignored():
+    events = decode(b"event: ping\n\nretry: 10\nfoo: bar\ndata: z\n\n")
+    assert events == [SseEvent(None, b"z", None)]
+
+
+def test_id_with_nul_is_ignored():
+    assert decode(b"id: a\0b\ndata: x\n\n") == [SseEvent(None, b"x", None)]
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4])
+def test_leading_bom_is_stripped_even_when_split(cut):
+    body = b"\xef\xbb\xbfdata: x\n\n"
+    assert decode(body[:cut], body[cut:]) == [SseEvent(None, b"x", None)]
+
+
+def test_bom_only_at_the_very_start():
+    events = decode(b"data: a\n\n\xef\xbb\xbfdata: b\n\n")
+    # A BOM later on is part of a (then unknown) field name: that line is ignored.
+    assert [e.data for e in events] == [b"a"]
+
+
+def test_partial_line_is_carried_across_chunks():
+    events = decode(b"da", b"ta: {\"x\"", b": 1}", b"\n", b"\n")
+    assert [e.data for e in events] == [b'{"x": 1}']
+
+
+def test_invalid_utf8_passes_through_as_bytes():
+    events = decode(b"data: \xff\xfe\n\n")
+    assert events == [SseEvent(None, b"\xff\xfe", None)]
+
+
+def test_unterminated_last_event_is_read_at_close_and_flagged():
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\n\ndata: b") == [SseEvent(None, b"a", None)]
+    assert decoder.close() == [SseEvent(None, b"b", None)]
+    assert decoder.unterminated
+    decoder = SseDecoder()
+    decoder.feed(b"data: a\n\n")
+    assert decoder.close() == [] and not decoder.unterminated
+
+
+def test_oversized_event_is_dropped_and_decoding_resynchronises():
+    big = b"data: " + b"x" * 500 + b"\n"
+    body = b"data: before\n\n" + big + big + b"\n" + b"data: after\n\n"
+    events = decode(body, max_event_bytes=700)
+    assert [e.data for e in events if e is not OVERSIZED] == [b"before", b"after"]
+    assert sum(e is OVERSIZED for e in events) == 1
+
+
+@pytest.mark.parametrize("step", [1, 7, 64])
+def test_a_single_line_over_the_cap_is_dropped_without_buffering_it(step):
+    line = b"data: " + b"y" * 5000 + b"\n\n"
+    body = b"data: a\n\n" + line + b"data: b\n\n"
+    decoder = SseDecoder(1000)
+    events = []
+    for i in range(0, len(body), step):
+        events.extend(decoder.feed(body[i : i + step]))
+        assert decoder._pending_len <= 1000  # never holds more than the cap
+    events.extend(decoder.close())
+    assert [e.data for e in events if e is not OVERSIZED] == [b"a", b"b"]
+    assert sum(e is OVERSIZED for e in events) == 1
+
+
+def test_oversized_line_ending_exactly_at_a_chunk_boundary_does_not_end_the_event():
+    decoder = SseDecoder(100)
+    events = decoder.feed(b"data: " + b"z" * 200)  # dropped as it goes
+    events += decoder.feed(b"\ndata: still the same event\n\ndata: next\n\n")
+    assert [e.data for e in events if e is not OVERSIZED] == [b"next"]
+
+
+def test_one_megabyte_event_fed_one_byte_at_a_time_stays_linear():
+    # With quadratic buffering (re-joining the pending line per byte) this takes hours, not a second.
+    body = b"data: " + b"q" * (1 << 20) + b"\n\n"
+    decoder = SseDecoder()
+    feed = decoder.feed
+    events = []
+    for i in range(len(body)):
+        events.extend(feed(body[i : i + 1]))
+    assert len(events) == 1 and len(events[0].data) == 1 << 20

@@ -1,0 +1,72 @@
+"""The result is JSON-safe and matches RESULT_SCHEMA; the catalogue and README agree with the code."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from accumulator import CATALOGUE, RESULT_SCHEMA, analyze
+from streams import CORPUS, DATA, call, chunk, choice, sse, tool_chunk
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HOSTILE = [
+    (DATA / "production_interleaved.sse").read_bytes(),
+    sse(tool_chunk(call(0, "a", "f", '{"x": ')), {"error": {"message": "boom"}}, done=False),
+    sse(b"not json", b"\xff\xfe", tool_chunk(call(None, None, None, "orphan")), chunk(choice(0, "stop"))),
+    sse(tool_chunk(call(0, "a", "get_", "{")), tool_chunk(call(0, "b", "x", "}")), done=False),
+    b"",
+    b"data: [DONE]",
+]
+
+
+def all_results() -> list[dict]:
+    bodies = [p.read_bytes() for p in sorted(DATA.glob("*.sse"))] + HOSTILE
+    if CORPUS.is_dir():
+        bodies += [p.read_bytes() for p in sorted(CORPUS.glob("openai_chat_*.sse"))]
+    request = {"tools": [{"type": "function", "function": {"name": "get_weather"}}]}
+    return [analyze(b, "openai-chat", request=request) for b in bodies]
+
+
+@pytest.mark.parametrize("result", all_results())
+def test_result_is_json_safe_and_matches_the_schema(result):
+    assert json.loads(json.dumps(result, allow_nan=False)) == result
+    jsonschema.validate(result, RESULT_SCHEMA)
+    for w in result["warnings"]:
+        assert w["code"] in CATALOGUE and w["severity"] == CATALOGUE[w["code"]][0]
+
+
+def test_every_code_the_core_can_raise_is_in_the_catalogue():
+    source = "\n".join(p.read_text() for p in (ROOT / "accumulator").rglob("*.py"))
+    raised = set(re.findall(r'\.add\(\s*"([a-z0-9-]+)"', source))
+    raised |= set(re.findall(r'code = "([a-z0-9-]+)"', source))
+    assert raised and raised <= set(CATALOGUE), raised - set(CATALOGUE)
+
+
+def test_readme_lists_every_warning_code_and_result_field():
+    readme = (ROOT / "README.md").read_text()
+    for code, (severity, meaning) in CATALOGUE.items():
+        assert f"| `{code}` | {severity} | {meaning} |" in readme, code
+    for field in RESULT_SCHEMA["required"]:
+        assert f"`{field}`" in readme, field
+
+
+def test_core_imports_no_mitmproxy():
+    code = "import sys, accumulator, accumulator.cli; print(sorted(m for m in sys.modules if m.startswith('mitmproxy')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_core_modules_do_no_io():
+    # Only the CLI (a front door) may touch files and streams.
+    pattern = re.compile(r"\b(open\(|print\(|sys\.std|logging|socket|os\.)")
+    for path in (ROOT / "accumulator").rglob("*.py"):
+        if path.name == "cli.py":
+            continue
+        assert not pattern.search(path.read_text()), path
