@@ -1,6 +1,6 @@
 """toolcall-lens as a mitmproxy addon (placeholder: the next issue wires flows to the core).
 
-    mitmdump -s addon.py
+mitmdump -s addon.py
 """
 
 addons: list = []

@@ -19,7 +19,7 @@ _ORPHAN_TEXT_CAP = 64 * 1024
 
 
 class ToolCall:
-    __slots__ = ("ordinal", "id", "index", "name", "fragments", "first_event", "name_repeated")
+    __slots__ = ("first_event", "fragments", "id", "index", "name", "name_repeated", "ordinal")
 
     def __init__(self, ordinal: int, call_id: str | None, index: int | None, event: int) -> None:
         self.ordinal = ordinal  # position in the choice's table, in order of creation
@@ -40,15 +40,15 @@ class ToolCall:
 
 class ChoiceState:
     __slots__ = (
-        "index",
-        "calls",
         "by_id",
         "by_index",
-        "text",
+        "calls",
+        "finish_reason",
+        "index",
+        "orphans",
         "reasoning",
         "refusal",
-        "finish_reason",
-        "orphans",
+        "text",
     )
 
     def __init__(self, index: int) -> None:

@@ -36,7 +36,9 @@ def format_report(result: dict, title: str | None = None) -> str:
         lines.append("warnings: none")
     usage = result["usage"]
     if usage:
-        parts = [f"{k} {v}" for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        parts = [
+            f"{k} {v}" for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
         lines.append("usage: " + ", ".join(parts))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")

@@ -100,7 +100,11 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
     warnings.add(
         "orphan-delta",
         f"{len(events)} fragment(s) of choice {state.index} named no known call"
-        + (f" (index {', '.join(map(str, indices))})" if indices else " (no id, no index, several calls open)"),
+        + (
+            f" (index {', '.join(map(str, indices))})"
+            if indices
+            else " (no id, no index, several calls open)"
+        ),
         choice=state.index,
         count=len(events),
         events=events[:50],
@@ -154,7 +158,15 @@ RESULT_SCHEMA: dict[str, Any] = {
     "title": "toolcall-lens result",
     "type": "object",
     "required": [
-        "format", "complete", "model", "response_id", "choices", "usage", "error", "warnings", "stats",
+        "format",
+        "complete",
+        "model",
+        "response_id",
+        "choices",
+        "usage",
+        "error",
+        "warnings",
+        "stats",
     ],
     "additionalProperties": False,
     "properties": {

@@ -13,7 +13,7 @@ from .ops import ToolCallDelta
 
 
 class SimulatedCall:
-    __slots__ = ("name", "fragments")
+    __slots__ = ("fragments", "name")
 
     def __init__(self, name: str | None) -> None:
         self.name = name
@@ -43,10 +43,13 @@ class Strategy:
         if table is None:
             table = self.tables[op.choice] = []
         ordinal, created = self.route(op, table)
-        if self.first_divergence is None and (ordinal != identity_ordinal or created != identity_created):
-            # Only a difference that moves content (or makes or skips a call) counts.
-            if created or identity_created or op.name or (op.arguments is not None and op.arguments != ""):
-                self.first_divergence = op.event
+        # Only a difference that moves content (or makes or skips a call) counts.
+        if (
+            self.first_divergence is None
+            and (ordinal != identity_ordinal or created != identity_created)
+            and (created or identity_created or op.name or (op.arguments is not None and op.arguments != ""))
+        ):
+            self.first_divergence = op.event
 
     def calls(self, choice: int) -> list[dict]:
         return [call.final() for call in self.tables.get(choice, ())]

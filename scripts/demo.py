@@ -14,12 +14,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accumulator import StreamAccumulator  # noqa: E402
-from accumulator.report import format_report  # noqa: E402
+from accumulator import StreamAccumulator
+from accumulator.report import format_report
 
 DELTAS = [
-    {"index": 0, "id": "call_abc", "type": "function", "function": {"name": "search_circulars", "arguments": ""}},
-    {"index": 1, "id": "call_xyz", "type": "function", "function": {"name": "get_user_profile", "arguments": ""}},
+    {
+        "index": 0,
+        "id": "call_abc",
+        "type": "function",
+        "function": {"name": "search_circulars", "arguments": ""},
+    },
+    {
+        "index": 1,
+        "id": "call_xyz",
+        "type": "function",
+        "function": {"name": "get_user_profile", "arguments": ""},
+    },
     {"index": 0, "function": {"arguments": '{"query": "RBI'}},
     {"index": 1, "function": {"arguments": '{"user_id": "u'}},
     {"index": 0, "function": {"arguments": ' circulars"}'}},
@@ -29,7 +39,12 @@ DELTAS = [
 
 def stream() -> bytes:
     def event(choice: dict) -> bytes:
-        chunk = {"id": "chatcmpl-demo", "object": "chat.completion.chunk", "model": "gpt-demo", "choices": [choice]}
+        chunk = {
+            "id": "chatcmpl-demo",
+            "object": "chat.completion.chunk",
+            "model": "gpt-demo",
+            "choices": [choice],
+        }
         return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
     body = b"".join(event({"index": 0, "delta": {"tool_calls": [d]}, "finish_reason": None}) for d in DELTAS)

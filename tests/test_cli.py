@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from streams import DATA, call, choice, chunk, sse, tool_chunk
 
 from accumulator.cli import main
-from streams import DATA, call, choice, chunk, sse, tool_chunk
 
 PRODUCTION = str(DATA / "production_interleaved.sse")
 CLEAN = str(DATA / "openai_chat_parallel.sse")
@@ -62,7 +62,7 @@ def test_request_declares_tools(tmp_path, capsys):
 
 def test_format_option_reads_what_detection_cannot(tmp_path, capsys):
     path = tmp_path / "cut.sse"
-    path.write_bytes(b"data: {\"oops\n\n")  # nothing recognisable
+    path.write_bytes(b'data: {"oops\n\n')  # nothing recognisable
     assert main([str(path)]) == 2
     assert "cannot tell the wire format" in capsys.readouterr().err
     assert main([str(path), "--format", "openai-chat", "--json"]) == 1
@@ -97,8 +97,8 @@ def test_usage_errors_exit_2(capsys):
 def test_installed_console_script_runs(tmp_path):
     exe = shutil.which("toolcall-lens", path=str(Path(sys.executable).parent))
     assert exe, "the toolcall-lens console script is not installed next to this Python"
-    done = subprocess.run([exe, PRODUCTION, "--json"], capture_output=True, text=True)
+    done = subprocess.run([exe, PRODUCTION, "--json"], check=False, capture_output=True, text=True)
     assert done.returncode == 1 and done.stderr == ""
     assert json.loads(done.stdout)["results"][0]["warnings"][0]["code"] == "recency-misroute"
-    missing = subprocess.run([exe, str(tmp_path / "absent.sse")], capture_output=True, text=True)
+    missing = subprocess.run([exe, str(tmp_path / "absent.sse")], check=False, capture_output=True, text=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stdout == ""

@@ -7,9 +7,9 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streams import CORPUS
 
 from accumulator import StreamAccumulator, analyze, detect_format
-from streams import CORPUS
 
 FORMAT = "openai-chat"
 

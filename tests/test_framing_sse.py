@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streams import CORPUS, DATA
 
 from accumulator.framing import SseDecoder, SseEvent
 from accumulator.framing.sse import OVERSIZED
-from streams import CORPUS, DATA
 
 
 def decode(*chunks: bytes, max_event_bytes: int | None = None) -> list[SseEvent]:
@@ -81,7 +81,7 @@ def test_comments_are_not_events():
 
 
 def test_multi_line_data_is_joined_with_lf():
-    events = decode(b"data: {\"a\":\ndata:  1}\n\n")
+    events = decode(b'data: {"a":\ndata:  1}\n\n')
     assert events == [SseEvent(None, b'{"a":\n 1}', None)]
 
 
@@ -117,7 +117,7 @@ def test_bom_only_at_the_very_start():
 
 
 def test_partial_line_is_carried_across_chunks():
-    events = decode(b"da", b"ta: {\"x\"", b": 1}", b"\n", b"\n")
+    events = decode(b"da", b'ta: {"x"', b": 1}", b"\n", b"\n")
     assert [e.data for e in events] == [b'{"x": 1}']
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from streams import DATA, call, calls_of, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import StreamAccumulator, analyze
-from streams import DATA, call, calls_of, choice, chunk, codes, sse, tool_chunk, warning
 
 
 def run(body: bytes, **options) -> dict:
@@ -329,7 +329,10 @@ def test_text_refusal_reasoning_and_finish_reason_per_choice():
 
 
 def test_magistral_content_parts_split_into_text_and_reasoning():
-    parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]}, {"type": "text", "text": "ok"}]
+    parts = [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+        {"type": "text", "text": "ok"},
+    ]
     result = run(sse(chunk(choice(0, content=parts)), chunk(choice(0, "stop"))))
     assert (result["choices"][0]["reasoning"], result["choices"][0]["text"]) == ("hmm", "ok")
 
@@ -344,7 +347,9 @@ def test_model_response_id_and_usage_from_the_empty_choices_chunk():
 def test_groq_usage_in_x_groq():
     body = sse(
         tool_chunk(call(0, "g1", "weather", "{}")),
-        chunk(choice(0, "tool_calls"), x_groq={"id": "req_1", "usage": {"prompt_tokens": 5, "total_tokens": 9}}),
+        chunk(
+            choice(0, "tool_calls"), x_groq={"id": "req_1", "usage": {"prompt_tokens": 5, "total_tokens": 9}}
+        ),
     )
     assert run(body)["usage"] == {"prompt_tokens": 5, "total_tokens": 9}
 
@@ -427,7 +432,9 @@ def test_invalid_utf8_becomes_replacement_characters_and_a_warning():
 
 def test_oversized_event_is_dropped_with_a_warning():
     big = tool_chunk(call(0, arguments="x" * 5000))
-    body = sse(tool_chunk(call(0, "a", "f", "{")), big, tool_chunk(call(0, arguments="}")), chunk(choice(0, "stop")))
+    body = sse(
+        tool_chunk(call(0, "a", "f", "{")), big, tool_chunk(call(0, arguments="}")), chunk(choice(0, "stop"))
+    )
     result = run(body, max_event_bytes=2000)
     assert calls_of(result) == [("a", "f", "{}")]
     assert warning(result, "oversized-event")["after_event"] == 1
@@ -461,7 +468,9 @@ def test_undeclared_tool_against_the_request():
 def test_merged_name_is_undeclared():
     # What the production incident's gateway would have echoed: a name no tool has.
     request = {"tools": [{"type": "function", "function": {"name": "search_circular"}}]}
-    body = sse(tool_chunk(call(0, "a", "search_circularsearch_circular", "{}")), chunk(choice(0, "tool_calls")))
+    body = sse(
+        tool_chunk(call(0, "a", "search_circularsearch_circular", "{}")), chunk(choice(0, "tool_calls"))
+    )
     assert "undeclared-tool" in codes(run(body, request=request))
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from streams import CORPUS, DATA, call, choice, chunk, sse, tool_chunk
 
 from accumulator import CATALOGUE, RESULT_SCHEMA, analyze
-from streams import CORPUS, DATA, call, chunk, choice, sse, tool_chunk
 
 ROOT = Path(__file__).resolve().parents[1]
 

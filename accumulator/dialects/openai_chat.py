@@ -18,7 +18,7 @@ class ChatCompletionsDialect:
     format = "openai-chat"
     framing = "sse"
 
-    __slots__ = ("_warn", "_model", "_response_id")
+    __slots__ = ("_model", "_response_id", "_warn")
 
     def __init__(self, warnings: WarningLog) -> None:
         self._warn = warnings

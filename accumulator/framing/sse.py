@@ -30,18 +30,18 @@ class SseDecoder:
     """Feed bytes, get whole events. Never raises on any input."""
 
     __slots__ = (
-        "max_event_bytes",
-        "unterminated",
-        "_head",
-        "_pending",
-        "_pending_len",
         "_after_cr",
-        "_in_long_line",
         "_data",
         "_data_len",
-        "_type",
-        "_last_id",
         "_discarding",
+        "_head",
+        "_in_long_line",
+        "_last_id",
+        "_pending",
+        "_pending_len",
+        "_type",
+        "max_event_bytes",
+        "unterminated",
     )
 
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
@@ -150,9 +150,8 @@ class SseDecoder:
             self._type = value.decode("utf-8", "replace")
         elif name == b"data":
             self._add_data(value, out)
-        elif name == b"id":
-            if b"\0" not in value:
-                self._last_id = value.decode("utf-8", "replace")
+        elif name == b"id" and b"\0" not in value:
+            self._last_id = value.decode("utf-8", "replace")
         # "retry" and unknown fields are ignored, as the spec says.
 
     def _add_data(self, value: bytes, out: list[SseEvent]) -> None:
