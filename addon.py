@@ -1,6 +1,211 @@
-"""toolcall-lens as a mitmproxy addon (placeholder: the next issue wires flows to the core).
+"""toolcall-lens: watch streamed LLM responses pass through mitmproxy, rebuild every tool call by identity,
+and flag streams that naive accumulators would have got wrong. The traffic is never delayed or changed.
 
-mitmdump -s addon.py
+    mitmdump -s addon.py --mode reverse:https://api.openai.com@8081     (then OPENAI_BASE_URL=http://127.0.0.1:8081/v1)
+    mitmweb -s addon.py
+
+Each LLM flow gets ``flow.metadata["toolcall_lens"]`` (the result, as the CLI prints it), a one-line
+``flow.comment``, a marker when a warning was raised, its body kept for dumps, and a log line.
 """
 
-addons: list = []
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Sequence
+
+from mitmproxy import ctx, exceptions, http
+
+from accumulator import StreamAccumulator, analyze_message, classify_exchange, failure_result
+from accumulator.report import summary_line
+
+logger = logging.getLogger("toolcall_lens")
+
+METADATA_KEY = "toolcall_lens"
+
+
+class StreamWatch:
+    """The stream callable of one flow: feeds the accumulator, keeps the body, returns every chunk as is.
+
+    It must never raise (mitmproxy would drop the chunk): a failure inside the analysis is recorded,
+    analysis of this flow stops, and the bytes keep flowing.
+    """
+
+    __slots__ = ("accumulator", "body_cap", "chunks", "failure", "format", "inner", "kept", "seen")
+
+    def __init__(self, accumulator: StreamAccumulator, format: str, body_cap: int, inner=None) -> None:
+        self.accumulator = accumulator
+        self.format = format
+        self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
+        self.inner = inner  # a stream callable another addon set before us, still honoured
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.seen = 0
+        self.failure: str | None = None
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if self.inner is not None:
+            chunk = self.inner(chunk)
+        try:
+            if chunk:
+                self.seen += len(chunk)
+                if self.kept < self.body_cap:
+                    room = self.body_cap - self.kept
+                    self.chunks.append(chunk if len(chunk) <= room else chunk[:room])
+                    self.kept += min(len(chunk), room)
+                if self.failure is None:
+                    self.accumulator.feed(chunk)
+        except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
+            self.failure = _describe(exc)
+        return chunk
+
+    def finish(self) -> tuple[dict, bytes]:
+        """The result and the kept body. Never raises."""
+        try:
+            if self.failure is None:
+                if self.seen > self.kept and self.body_cap:
+                    self.accumulator.note(
+                        "body-truncated",
+                        f"the flow keeps the first {self.kept} of {self.seen} bytes (toolcall_lens_body_cap)",
+                        kept=self.kept,
+                        seen=self.seen,
+                    )
+                result = self.accumulator.finish()
+            else:
+                result = failure_result(self.format, self.failure, nbytes=self.seen)
+        except Exception as exc:  # noqa: BLE001
+            result = failure_result(self.format, _describe(exc), nbytes=self.seen)
+        return result, b"".join(self.chunks)
+
+
+class ToolcallLens:
+    def __init__(self) -> None:
+        self.watches: dict[str, StreamWatch] = {}  # flow id -> its stream callable, until the flow ends
+
+    def load(self, loader) -> None:
+        loader.add_option(
+            "toolcall_lens_marker",
+            str,
+            ":warning:",
+            "Marker set on LLM flows with a warning of severity 'warning' (an emoji shortcode); empty: none.",
+        )
+        loader.add_option(
+            "toolcall_lens_body_cap",
+            int,
+            16 * 1024 * 1024,
+            "Bytes of each streamed LLM response body kept on the flow (for mitmweb and -w dumps); 0: none.",
+        )
+        loader.add_option(
+            "toolcall_lens_event_cap",
+            int,
+            8 * 1024 * 1024,
+            "Largest single stream event analysed, in bytes; a larger one is dropped with a warning.",
+        )
+        loader.add_option(
+            "toolcall_lens_hosts",
+            Sequence[str],
+            [],
+            "Hosts whose LLM traffic is watched (glob patterns such as *.openai.azure.com); empty: all.",
+        )
+
+    def configure(self, updated) -> None:
+        if "toolcall_lens_body_cap" in updated and ctx.options.toolcall_lens_body_cap < 0:
+            raise exceptions.OptionsError("toolcall_lens_body_cap must be 0 or more bytes")
+        if "toolcall_lens_event_cap" in updated and ctx.options.toolcall_lens_event_cap < 1:
+            raise exceptions.OptionsError("toolcall_lens_event_cap must be at least 1 byte")
+        if "toolcall_lens_hosts" in updated:
+            for pattern in ctx.options.toolcall_lens_hosts:
+                if not pattern or any(c.isspace() for c in pattern):
+                    raise exceptions.OptionsError(f"toolcall_lens_hosts: bad host pattern {pattern!r}")
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        kind = self._classify(flow)
+        if kind is None or not kind[1]:
+            return  # not an LLM stream: no callable, no cost (a JSON response is read in `response`)
+        format = kind[0]
+        accumulator = StreamAccumulator(
+            format,
+            request=flow.request.get_content(strict=False),
+            max_event_bytes=ctx.options.toolcall_lens_event_cap,
+        )
+        # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
+        own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
+        body_cap = 0 if own_copy else ctx.options.toolcall_lens_body_cap
+        inner = flow.response.stream if callable(flow.response.stream) else None
+        watch = StreamWatch(accumulator, format, body_cap, inner)
+        self.watches[flow.id] = watch
+        flow.response.stream = watch
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        watch = self.watches.pop(flow.id, None)
+        if watch is not None:
+            self._finish_stream(flow, watch)
+            return
+        kind = self._classify(flow)
+        if kind is not None and not kind[1]:
+            try:
+                result = analyze_message(
+                    flow.response.get_content(strict=False) or b"",
+                    kind[0],
+                    request=flow.request.get_content(strict=False),
+                )
+            except Exception as exc:  # noqa: BLE001
+                result = failure_result(kind[0], _describe(exc), streamed=False)
+            self._annotate(flow, result)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        # An upstream or client abort fires only this hook; the stream's own end marker says whether
+        # the stream was complete (the sync openai SDK disconnects right after [DONE]).
+        watch = self.watches.pop(flow.id, None)
+        if watch is not None:
+            self._finish_stream(flow, watch)
+
+    def done(self) -> None:
+        self.watches.clear()
+
+    def _classify(self, flow: http.HTTPFlow) -> tuple[str, bool] | None:
+        if flow.response is None:
+            return None
+        hosts = ctx.options.toolcall_lens_hosts
+        if hosts and not any(
+            fnmatch.fnmatch(host, pattern)
+            for pattern in hosts
+            for host in (flow.request.host, flow.request.pretty_host)
+        ):
+            return None
+        return classify_exchange(
+            flow.request.path,
+            flow.response.headers.get("content-type"),
+            flow.request.get_content(strict=False),
+        )
+
+    def _finish_stream(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
+        result, body = watch.finish()
+        if watch.body_cap and flow.response is not None:
+            flow.response.raw_content = body
+        self._annotate(flow, result)
+
+    def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
+        flow.metadata[METADATA_KEY] = result
+        line = summary_line(result)
+        flow.comment = line
+        loud = any(w["severity"] == "warning" for w in result["warnings"])
+        if loud and ctx.options.toolcall_lens_marker:
+            flow.marked = ctx.options.toolcall_lens_marker
+        logger.log(
+            logging.WARNING if loud else logging.INFO,
+            "toolcall-lens %s %s: %s",
+            flow.request.method,
+            flow.request.pretty_url,
+            line,
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except Exception:  # noqa: BLE001 - even a broken __str__ must not escape
+        return type(exc).__name__
+
+
+addons = [ToolcallLens()]

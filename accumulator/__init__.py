@@ -8,11 +8,11 @@
 No I/O, no mitmproxy, no global state: bytes in, a result out, the same however the bytes are cut.
 """
 
-from .detect import detect_format
+from .detect import classify_exchange, detect_format
 from .dialects import DIALECTS
-from .result import RESULT_SCHEMA
+from .result import RESULT_SCHEMA, failure_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
-from .stream import StreamAccumulator, analyze
+from .stream import StreamAccumulator, analyze, analyze_message
 from .warnings import CATALOGUE
 
 FORMATS = tuple(DIALECTS)
@@ -25,5 +25,8 @@ __all__ = [
     "STRATEGIES",
     "StreamAccumulator",
     "analyze",
+    "analyze_message",
+    "classify_exchange",
     "detect_format",
+    "failure_result",
 ]

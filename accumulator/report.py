@@ -7,7 +7,7 @@ import orjson
 
 def format_report(result: dict, title: str | None = None) -> str:
     lines: list[str] = []
-    head = f"{result['format']}, model {result['model'] or '?'}, "
+    head = f"{result['format']}{'' if result.get('streamed', True) else ' (not streamed)'}, model {result['model'] or '?'}, "
     head += "complete" if result["complete"] else "INCOMPLETE"
     lines.append(f"== {title} ({head}) ==" if title else f"== {head} ==")
     for choice in result["choices"]:
@@ -58,3 +58,24 @@ def _pretty(arguments: str) -> str:
 def _one_line(text: str, limit: int = 300) -> str:
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def summary_line(result: dict) -> str:
+    """One line for a flow's comment and the proxy log: format, model, calls by name, warnings."""
+    head = f"{result['format']} {result['model'] or '?'}"
+    if not result.get("streamed", True):
+        head += " (not streamed)"
+    names = [call["name"] or "?" for choice in result["choices"] for call in choice["tool_calls"]]
+    if names:
+        body = f"{len(names)} call{'s' if len(names) != 1 else ''}: {', '.join(names)}"
+    else:
+        chars = sum(len(choice["text"] or "") for choice in result["choices"])
+        body = f"no calls, {chars} chars of text"
+    parts = [f"{head}: {body}"]
+    for severity in ("warning", "info"):
+        codes = list(dict.fromkeys(w["code"] for w in result["warnings"] if w["severity"] == severity))
+        if codes:
+            parts.append(f"{severity}: {', '.join(codes)}")
+    if not result["complete"]:
+        parts.append("incomplete")
+    return " | ".join(parts)

@@ -19,6 +19,7 @@ _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quote
 def build_result(
     *,
     format: str,
+    streamed: bool,
     assembly: Assembly,
     warnings: WarningLog,
     declared_tools: set[str] | None,
@@ -43,6 +44,7 @@ def build_result(
         )
     return {
         "format": format,
+        "streamed": streamed,
         "complete": not truncated and not assembly.errors,
         "model": assembly.model,
         "response_id": assembly.response_id,
@@ -51,6 +53,24 @@ def build_result(
         "error": assembly.errors[-1] if assembly.errors else None,
         "warnings": warnings.to_list(),
         "stats": {"events": events, "bytes": nbytes, "warnings_suppressed": warnings.suppressed},
+    }
+
+
+def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: int = 0) -> dict:
+    """The result of a stream whose analysis failed inside toolcall-lens: says so, claims nothing else."""
+    warnings = WarningLog()
+    warnings.add("internal-error", f"analysis stopped: {message}", error=message)
+    return {
+        "format": format,
+        "streamed": streamed,
+        "complete": False,
+        "model": None,
+        "response_id": None,
+        "choices": [],
+        "usage": None,
+        "error": None,
+        "warnings": warnings.to_list(),
+        "stats": {"events": 0, "bytes": nbytes, "warnings_suppressed": 0},
     }
 
 
@@ -159,6 +179,7 @@ RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [
         "format",
+        "streamed",
         "complete",
         "model",
         "response_id",
@@ -171,6 +192,7 @@ RESULT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "format": {"type": "string"},
+        "streamed": {"type": "boolean"},
         "complete": {"type": "boolean"},
         "model": _NULLABLE_STR,
         "response_id": _NULLABLE_STR,
@@ -206,6 +228,10 @@ RESULT_SCHEMA: dict[str, Any] = {
         "usage": {"type": ["object", "null"]},
         "error": {},
         "warnings": {"type": "array", "items": _WARNING},
+        "source": {
+            "type": "object",
+            "description": "where the CLI read it: file, and for a flow of a mitmproxy dump flow_id and url",
+        },
         "stats": {
             "type": "object",
             "required": ["events", "bytes", "warnings_suppressed"],

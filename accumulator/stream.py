@@ -47,6 +47,10 @@ class StreamAccumulator:
         self._bytes = 0
         self._result: dict | None = None
 
+    def note(self, code: str, message: str, **details) -> None:
+        """Add a warning from the front door (e.g. the addon's ``body-truncated``) to this stream's result."""
+        self.warnings.add(code, message, **details)
+
     def feed(self, data: bytes) -> None:
         self._bytes += len(data)
         self._consume(self._decoder.feed(data))
@@ -63,6 +67,7 @@ class StreamAccumulator:
                 )
             self._result = build_result(
                 format=self.format,
+                streamed=True,
                 assembly=self._assembly,
                 warnings=self.warnings,
                 declared_tools=self._declared,
@@ -107,7 +112,28 @@ def _declared_tools(dialect_class, request) -> set[str] | None:
 
 
 def analyze(body: bytes, format: str = "openai-chat", **options) -> dict:
-    """The result for a whole captured body."""
+    """The result for a whole captured stream body."""
     accumulator = StreamAccumulator(format, **options)
     accumulator.feed(body)
     return accumulator.finish()
+
+
+def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -> dict:
+    """The result for a non-streamed (JSON) response of the same API: calls and text, no hazards."""
+    dialect_class = DIALECTS.get(format)
+    if dialect_class is None:
+        raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
+    warnings = WarningLog()
+    assembly = Assembly(warnings, [])
+    ops = dialect_class(warnings).message_ops(body)
+    for op in ops:
+        assembly.apply(op)
+    return build_result(
+        format=format,
+        streamed=False,
+        assembly=assembly,
+        warnings=warnings,
+        declared_tools=_declared_tools(dialect_class, request),
+        events=1 if ops else 0,
+        nbytes=len(body),
+    )

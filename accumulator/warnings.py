@@ -60,6 +60,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "a call names a tool the request did not declare",
     ),
+    "body-truncated": (
+        "info",
+        "the body kept on the flow stops at the size cap; the analysis still saw every byte",
+    ),
+    "internal-error": (
+        "warning",
+        "toolcall-lens failed on this stream and stopped analysing it; the traffic was not affected",
+    ),
 }
 
 # Per code, at most this many warnings are kept in a result; the rest are counted in stats.

@@ -463,6 +463,9 @@ def test_undeclared_tool_against_the_request():
     # The request may also be given as raw bytes; without a request nothing is checked.
     assert codes(run(body, request=json.dumps(request).encode())) == codes(result)
     assert "undeclared-tool" not in codes(run(body))
+    # A request that declares no tools at all says nothing about them; an empty list declares none.
+    assert "undeclared-tool" not in codes(run(body, request={"model": "m", "messages": []}))
+    assert codes(run(body, request={"tools": []})).count("undeclared-tool") == 2
 
 
 def test_merged_name_is_undeclared():

@@ -26,9 +26,39 @@ class ChatCompletionsDialect:
         self._response_id: str | None = None
 
     def ops(self, event: SseEvent, number: int) -> list:
+        """The operations of one stream event (a ``chat.completion.chunk``)."""
         data = event.data
         if data == b"[DONE]":
             return [StreamEnd(number)]
+        obj = self._load(data, number)
+        return [] if obj is None else self._chunk_ops(obj, number)
+
+    def message_ops(self, body: bytes) -> list:
+        """A non-streamed response (a ``chat.completion``), as the operations of a one-event stream."""
+        obj = self._load(body, 1)
+        if obj is None:
+            return []
+        choices = obj.get("choices")
+        if type(choices) is list:
+            # Same shape as a chunk once "message" is read as the whole "delta" (calls indexed by position).
+            as_deltas = []
+            for choice in choices:
+                if type(choice) is not dict:
+                    continue
+                message = choice.get("message")
+                if type(message) is dict and type(message.get("tool_calls")) is list:
+                    message = dict(message)
+                    message["tool_calls"] = [
+                        {"index": n, **entry} if type(entry) is dict and "index" not in entry else entry
+                        for n, entry in enumerate(message["tool_calls"])
+                    ]
+                as_deltas.append({**choice, "delta": message})
+            obj = {**obj, "choices": as_deltas}
+        out = self._chunk_ops(obj, 1)
+        out.append(StreamEnd(1))
+        return out
+
+    def _load(self, data: bytes, number: int) -> dict | None:
         obj, bad_utf8 = parse_json(data)
         if bad_utf8:
             self._warn.add("invalid-utf8", f"event {number} holds bytes that are not UTF-8", event=number)
@@ -39,7 +69,10 @@ class ChatCompletionsDialect:
                 event=number,
                 data=_snippet(data),
             )
-            return []
+            return None
+        return obj
+
+    def _chunk_ops(self, obj: dict, number: int) -> list:
         out: list = []
         error = obj.get("error")
         if error:
@@ -123,8 +156,11 @@ class ChatCompletionsDialect:
             out.append(Finish(number, index, reason))
 
     @staticmethod
-    def declared_tools(request: dict) -> set[str]:
-        """Names of the functions a Chat Completions request declares (``tools`` and legacy ``functions``)."""
+    def declared_tools(request: dict) -> set[str] | None:
+        """Names of the functions a Chat Completions request declares (``tools`` and legacy ``functions``);
+        None when it has neither key (tools may come from elsewhere, e.g. a gateway: nothing to check)."""
+        if "tools" not in request and "functions" not in request:
+            return None
         names: set[str] = set()
         for tool in request.get("tools") or ():
             if type(tool) is not dict:

@@ -1,0 +1,303 @@
+"""The addon with mitmproxy's own test harness (taddons, tflow): detection, passthrough, annotations."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from mitmproxy import exceptions
+from mitmproxy import io as mio
+from mitmproxy.test import taddons, tflow
+from streams import DATA, call, chunk, choice, sse, tool_chunk
+
+import addon as addon_module
+from accumulator import StreamAccumulator, analyze
+
+PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
+CLEAN = (DATA / "openai_chat_parallel.sse").read_bytes()
+REQUEST = json.loads((DATA / "production_request.json").read_text())
+
+
+def llm_flow(
+    path: str = "/v1/chat/completions",
+    content_type: str | None = "text/event-stream; charset=utf-8",
+    request: dict | None = None,
+    host: str = "api.openai.com",
+):
+    flow = tflow.tflow(resp=True)
+    flow.request.method = "POST"
+    flow.request.host = host
+    flow.request.path = path
+    flow.request.content = json.dumps(request if request is not None else REQUEST).encode()
+    del flow.response.headers["content-length"]
+    if content_type is None:
+        flow.response.headers.pop("content-type", None)
+    else:
+        flow.response.headers["content-type"] = content_type
+    return flow
+
+
+def pieces(body: bytes, size: int = 41) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def stream_through(lens, flow, body: bytes | list[bytes], end: str = "response") -> list[bytes]:
+    lens.responseheaders(flow)
+    out = []
+    if callable(flow.response.stream):
+        for piece in pieces(body) if isinstance(body, bytes) else body:
+            out.append(flow.response.stream(piece))
+        out.append(flow.response.stream(b""))
+    getattr(lens, end)(flow)
+    return out
+
+
+@pytest.fixture
+def lens():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        yield lens
+
+
+def test_stream_callable_returns_every_chunk_unchanged_and_annotates(lens):
+    flow = llm_flow()
+    sent = pieces(PRODUCTION)
+    received = stream_through(lens, flow, sent)
+    assert all(a is b for a, b in zip(received, sent, strict=False)) and len(received) == len(sent) + 1
+    assert received[-1] == b""
+    result = flow.metadata["toolcall_lens"]
+    assert result == analyze(PRODUCTION, request=REQUEST)
+    assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["search_circulars", "get_user_profile"]
+    assert flow.comment == (
+        "openai-chat gpt-test: 2 calls: search_circulars, get_user_profile | warning: recency-misroute"
+    )
+    assert flow.marked == ":warning:"
+    assert flow.response.raw_content == PRODUCTION
+    assert lens.watches == {}  # per-flow state released
+
+
+def test_clean_stream_is_annotated_but_not_marked(lens):
+    flow = llm_flow(request={"model": "gpt-4.1", "stream": True})
+    stream_through(lens, flow, CLEAN)
+    assert flow.metadata["toolcall_lens"]["warnings"] == []
+    assert flow.comment == "openai-chat gpt-4.1-2025-04-14: 2 calls: get_weather, get_time"
+    assert not flow.marked
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/chat/completions",
+        "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21",
+        "/api/v1/chat/completions",
+        "/v1beta/openai/chat/completions",
+        "/openai/v1/chat/completions",
+        "/chat/completions",
+    ],
+)
+def test_chat_completions_paths_are_detected(lens, path):
+    flow = llm_flow(path=path)
+    lens.responseheaders(flow)
+    assert isinstance(flow.response.stream, addon_module.StreamWatch)
+
+
+@pytest.mark.parametrize(
+    "path,content_type,request_body",
+    [
+        ("/v1/embeddings", "text/event-stream", {"stream": True}),
+        ("/health", "text/plain", {}),
+        ("/v1/chat/completions", "application/json", {"stream": False}),  # read in `response`, not streamed
+        ("/v1/chat/completions", None, {"stream": False}),
+        ("/v1/chat/completions", "text/plain", {}),
+    ],
+)
+def test_everything_else_gets_no_stream_callable(lens, path, content_type, request_body):
+    flow = llm_flow(path=path, content_type=content_type, request=request_body)
+    lens.responseheaders(flow)
+    assert not flow.response.stream
+    assert lens.watches == {}
+
+
+def test_unlabelled_response_is_a_stream_when_the_request_asked_for_one(lens):
+    flow = llm_flow(content_type=None, request={"model": "x", "stream": True})
+    stream_through(lens, flow, CLEAN)
+    assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"]
+
+
+def test_non_llm_flow_is_left_alone(lens):
+    flow = tflow.tflow(resp=True)
+    before = flow.get_state()
+    lens.responseheaders(flow)
+    lens.response(flow)
+    assert flow.get_state() == before
+    assert "toolcall_lens" not in flow.metadata and not flow.comment and not flow.marked
+
+
+def test_host_filter(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_hosts=["*.openai.azure.com"])
+        flow = llm_flow(host="api.openai.com")
+        lens.responseheaders(flow)
+        assert not flow.response.stream
+        flow = llm_flow(host="myres.openai.azure.com")
+        lens.responseheaders(flow)
+        assert callable(flow.response.stream)
+
+
+def test_non_streamed_json_response_is_summarised(lens):
+    flow = llm_flow(content_type="application/json", request={"model": "m", "stream": False, "tools": []})
+    flow.response.content = json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "gpt-4.1",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+                            {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x":1}'}},
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"total_tokens": 3},
+        }
+    ).encode()
+    lens.responseheaders(flow)
+    assert not flow.response.stream
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert result["streamed"] is False and result["complete"] is True
+    assert [(c["id"], c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == [
+        ("c1", "a", "{}"),
+        ("c2", "b", '{"x":1}'),
+    ]
+    # The request declared no tools: both calls are undeclared. No hazard strategy runs.
+    assert [w["code"] for w in result["warnings"]] == ["undeclared-tool", "undeclared-tool"]
+    assert flow.comment.startswith("openai-chat gpt-4.1 (not streamed): 2 calls: a, b")
+
+
+def test_client_abort_after_done_is_complete(lens):
+    # The sync openai SDK closes right after [DONE]: mitmproxy reports "Client disconnected."
+    flow = llm_flow(request={"model": "m", "stream": True})
+    stream_through(lens, flow, CLEAN, end="error")
+    result = flow.metadata["toolcall_lens"]
+    assert result["complete"] is True and result["warnings"] == []
+    assert flow.response.raw_content == CLEAN
+
+
+def test_abort_mid_stream_is_truncated(lens):
+    flow = llm_flow()
+    cut = PRODUCTION[: PRODUCTION.index(b"circulars")]
+    stream_through(lens, flow, cut, end="error")
+    result = flow.metadata["toolcall_lens"]
+    assert result["complete"] is False
+    assert "truncated-stream" in [w["code"] for w in result["warnings"]]
+    assert "incomplete" in flow.comment and flow.marked
+    assert lens.watches == {}
+
+
+def test_internal_failure_never_reaches_the_traffic(lens, monkeypatch):
+    calls = []
+
+    def broken_feed(self, data):
+        calls.append(data)
+        raise RuntimeError("core bug")
+
+    monkeypatch.setattr(StreamAccumulator, "feed", broken_feed)
+    flow = llm_flow()
+    sent = pieces(PRODUCTION)
+    received = stream_through(lens, flow, sent)
+    assert all(a is b for a, b in zip(received, sent, strict=False))  # every chunk returned, unchanged
+    assert len(calls) == 1  # analysis of this flow stopped at the first failure
+    result = flow.metadata["toolcall_lens"]
+    assert [w["code"] for w in result["warnings"]] == ["internal-error"]
+    assert "core bug" in result["warnings"][0]["message"]
+    assert flow.response.raw_content == PRODUCTION  # the body is still kept
+    assert flow.marked
+
+
+def test_body_cap_keeps_a_prefix_and_says_so(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_body_cap=100)
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+    assert flow.response.raw_content == PRODUCTION[:100]
+    result = flow.metadata["toolcall_lens"]
+    truncated = [w for w in result["warnings"] if w["code"] == "body-truncated"]
+    assert truncated and truncated[0]["severity"] == "info" and truncated[0]["seen"] == len(PRODUCTION)
+    # The analysis saw every byte all the same.
+    assert result["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
+
+
+def test_event_cap_option_reaches_the_core(lens):
+    body = sse(
+        tool_chunk(call(0, "a", "f", "{")),
+        tool_chunk(call(0, arguments="x" * 3000)),
+        tool_chunk(call(0, arguments="}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_event_cap=1000)
+        flow = llm_flow()
+        stream_through(lens, flow, body)
+    assert "oversized-event" in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("toolcall_lens_body_cap", -1), ("toolcall_lens_event_cap", 0), ("toolcall_lens_hosts", ["bad host"])],
+)
+def test_bad_option_values_are_refused(lens, option, value):
+    with taddons.context(lens) as tctx, pytest.raises(exceptions.OptionsError):
+        tctx.configure(lens, **{option: value})
+
+
+def test_marker_option(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_marker=":red_circle:")
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        assert flow.marked == ":red_circle:"
+        tctx.configure(lens, toolcall_lens_marker="")
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        assert not flow.marked
+
+
+def test_another_addons_stream_callable_is_kept_in_the_chain(lens):
+    flow = llm_flow()
+    seen = []
+    flow.response.stream = lambda data: (seen.append(data), data)[1]
+    stream_through(lens, flow, PRODUCTION)
+    assert b"".join(seen) == PRODUCTION
+    assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"]
+
+
+def test_one_log_line_per_llm_flow(lens, caplog):
+    caplog.set_level(logging.INFO, logger="toolcall_lens")
+    stream_through(lens, llm_flow(), PRODUCTION)
+    stream_through(lens, llm_flow(request={"stream": True}), CLEAN)
+    lines = [r for r in caplog.records if r.name == "toolcall_lens"]
+    assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO]
+    assert "recency-misroute" in lines[0].getMessage()
+    assert "/v1/chat/completions" in lines[0].getMessage()
+
+
+def test_annotations_survive_a_dump_round_trip(lens):
+    flow = llm_flow()
+    stream_through(lens, flow, PRODUCTION)
+    buffer = io.BytesIO()
+    mio.FlowWriter(buffer).add(flow)
+    buffer.seek(0)
+    (loaded,) = list(mio.FlowReader(buffer).stream())
+    assert loaded.metadata["toolcall_lens"] == flow.metadata["toolcall_lens"]
+    assert loaded.comment == flow.comment and loaded.marked == flow.marked
+    assert loaded.response.raw_content == PRODUCTION
