@@ -1,54 +1,69 @@
-"""``toolcall-lens FILE...``: reconstruct the tool calls of captured response bodies.
+"""``toolcall-lens FILE...``: reconstruct the tool calls of captured responses.
 
-Exit status: 0 when no result has a warning of severity "warning", 1 when one has, 2 on a usage or
-input error (nothing is analysed then).
+A FILE is a raw response body as captured from the wire, or a mitmproxy dump (``mitmdump -w FILE``):
+one result per LLM flow in it. Exit status: 0 when no result has a warning of severity "warning", 1 when
+one has, 2 on a usage or input error (nothing is analysed then).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from dataclasses import dataclass
 
 import orjson
 
-from .detect import detect_format
+from .detect import classify_exchange, detect_format
 from .dialects import DIALECTS
 from .report import format_report
-from .stream import StreamAccumulator
+from .stream import StreamAccumulator, analyze_message
 
 _CHUNK = 64 * 1024
+# mitmproxy dumps are tnetstrings: a length, a colon, then the flow (a dict). No response body starts so.
+_DUMP_START = re.compile(rb"\d{1,12}:")
+
+
+@dataclass
+class Job:
+    title: str
+    source: dict
+    body: bytes
+    format: str
+    streamed: bool
+    request: dict | bytes | None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="toolcall-lens",
-        description="Rebuild the tool calls of captured LLM response streams by identity, and say what "
-        "naive accumulators would have built from the same bytes.",
+        description="Rebuild the tool calls of captured LLM responses by identity, and say what naive "
+        "accumulators would have built from the same bytes.",
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="a raw response body as captured")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="a raw response body as captured, or a mitmproxy dump (-w)"
+    )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} instead of a report')
     parser.add_argument("--request", metavar="REQUEST.json", help="the request body (declared tools)")
-    parser.add_argument("--format", choices=sorted(DIALECTS), help="the wire format (default: detected)")
+    parser.add_argument(
+        "--format", choices=sorted(DIALECTS), help="the wire format of raw bodies (default: detected)"
+    )
     args = parser.parse_args(argv)
 
     try:
         request = _read_request(args.request) if args.request else None
-        inputs = [_read_input(path, args.format) for path in args.files]
+        jobs = [job for path in args.files for job in _jobs(path, args.format, request)]
     except InputError as exc:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
 
-    results = []
-    for path, body, format in inputs:
-        accumulator = StreamAccumulator(format, request=request)
-        for start in range(0, len(body), _CHUNK):
-            accumulator.feed(body[start : start + _CHUNK])
-        results.append(accumulator.finish())
-
+    results = [_run(job) for job in jobs]
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results}) + b"\n")
     else:
-        print("\n\n".join(format_report(result, path) for (path, _, _), result in zip(inputs, results)))
+        print(
+            "\n\n".join(format_report(result, job.title) for job, result in zip(jobs, results, strict=True))
+        )
     sys.stdout.flush()
     failed = any(w["severity"] == "warning" for result in results for w in result["warnings"])
     return 1 if failed else 0
@@ -56,6 +71,18 @@ def main(argv: list[str] | None = None) -> int:
 
 class InputError(Exception):
     pass
+
+
+def _run(job: Job) -> dict:
+    if job.streamed:
+        accumulator = StreamAccumulator(job.format, request=job.request)
+        body = job.body
+        for start in range(0, len(body), _CHUNK):
+            accumulator.feed(body[start : start + _CHUNK])
+        result = accumulator.finish()
+    else:
+        result = analyze_message(job.body, job.format, request=job.request)
+    return {**result, "source": job.source}
 
 
 def _read_bytes(path: str) -> bytes:
@@ -76,15 +103,60 @@ def _read_request(path: str) -> dict:
     return request
 
 
-def _read_input(path: str, format: str | None) -> tuple[str, bytes, str]:
-    body = _read_bytes(path)
+def _jobs(path: str, format: str | None, request: dict | None) -> list[Job]:
+    data = _read_bytes(path)
+    if _DUMP_START.match(data):
+        return _dump_jobs(path, data, request)
     if format is None:
-        format = detect_format(body)
+        format = detect_format(data)
         if format is None:
             raise InputError(
                 f"cannot tell the wire format of {path}; pass --format ({', '.join(sorted(DIALECTS))})"
             )
-    return path, body, format
+    return [Job(path, {"file": path}, data, format, True, request)]
+
+
+def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
+    # Only here does the CLI need mitmproxy: to read its dump format (with its version migrations).
+    import io
+
+    from mitmproxy import exceptions, http
+    from mitmproxy import io as mitmproxy_io
+
+    jobs = []
+    try:
+        flows = list(mitmproxy_io.FlowReader(io.BytesIO(data)).stream())
+    except exceptions.FlowReadException as exc:
+        raise InputError(f"{path} is not a readable mitmproxy dump: {exc}") from None
+    for flow in flows:
+        if not isinstance(flow, http.HTTPFlow) or flow.response is None:
+            continue
+        flow_request = flow.request.get_content(strict=False)
+        kind = classify_exchange(flow.request.path, flow.response.headers.get("content-type"), flow_request)
+        if kind is None:
+            continue
+        url = flow.request.pretty_url
+        body = flow.response.get_content(strict=False)
+        if body is None:
+            print(
+                f"toolcall-lens: {path}: flow {flow.id} ({url}) has no stored body; record with "
+                "`mitmdump -s addon.py` (or --set store_streamed_bodies=true) to keep it",
+                file=sys.stderr,
+            )
+            continue
+        jobs.append(
+            Job(
+                f"{path} {flow.request.method} {url}",
+                {"file": path, "flow_id": flow.id, "url": url},
+                body,
+                kind[0],
+                kind[1],
+                request if request is not None else flow_request,
+            )
+        )
+    if not jobs:
+        print(f"toolcall-lens: {path}: no LLM flows with a body in this dump", file=sys.stderr)
+    return jobs
 
 
 def run() -> None:

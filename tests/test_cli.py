@@ -102,3 +102,69 @@ def test_installed_console_script_runs(tmp_path):
     assert json.loads(done.stdout)["results"][0]["warnings"][0]["code"] == "recency-misroute"
     missing = subprocess.run([exe, str(tmp_path / "absent.sse")], check=False, capture_output=True, text=True)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and missing.stdout == ""
+
+
+def _dump_with_flows(path: Path) -> list:
+    from mitmproxy import io as mio
+    from mitmproxy.test import tflow
+
+    def flow(route: str, content_type: str, body: bytes | None, request: dict):
+        f = tflow.tflow(resp=True)
+        f.request.method = "POST"
+        f.request.path = route
+        f.request.content = json.dumps(request).encode()
+        f.response.headers["content-type"] = content_type
+        f.response.raw_content = body
+        return f
+
+    flows = [
+        flow(
+            "/v1/chat/completions",
+            "text/event-stream",
+            (DATA / "production_interleaved.sse").read_bytes(),
+            {},
+        ),
+        flow("/v1/embeddings", "application/json", b'{"data": []}', {}),
+        flow("/v1/chat/completions", "text/event-stream", None, {}),  # streamed, body not stored
+        flow(
+            "/v1/chat/completions",
+            "application/json",
+            json.dumps(
+                {
+                    "model": "m",
+                    "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}],
+                }
+            ).encode(),
+            {"stream": False},
+        ),
+    ]
+    with open(path, "wb") as f:
+        writer = mio.FlowWriter(f)
+        for item in flows:
+            writer.add(item)
+    return flows
+
+
+def test_reads_mitmproxy_dumps_one_result_per_llm_flow(tmp_path, capsys):
+    dump = tmp_path / "session.flows"
+    flows = _dump_with_flows(dump)
+    assert main([str(dump), "--json"]) == 1
+    captured = capsys.readouterr()
+    results = json.loads(captured.out)["results"]
+    assert [r["source"]["flow_id"] for r in results] == [flows[0].id, flows[3].id]
+    assert all(
+        r["source"]["file"] == str(dump) and "/v1/chat/completions" in r["source"]["url"] for r in results
+    )
+    assert [w["code"] for w in results[0]["warnings"]] == ["recency-misroute"]
+    assert results[1]["streamed"] is False and results[1]["choices"][0]["text"] == "hi"
+    assert f"flow {flows[2].id}" in captured.err and "no stored body" in captured.err
+    # The readable report names each flow.
+    assert main([str(dump)]) == 1
+    assert f"POST {flows[0].request.pretty_url}" in capsys.readouterr().out
+
+
+def test_unreadable_dump_is_an_input_error(tmp_path, capsys):
+    bad = tmp_path / "bad.flows"
+    bad.write_bytes(b"12:not a flow!")
+    assert main([str(bad)]) == 2
+    assert "not a readable mitmproxy dump" in capsys.readouterr().err
