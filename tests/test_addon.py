@@ -10,7 +10,7 @@ import pytest
 from mitmproxy import exceptions
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow
-from streams import DATA, call, chunk, choice, sse, tool_chunk
+from streams import DATA, call, choice, chunk, sse, tool_chunk
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
@@ -161,7 +161,11 @@ def test_non_streamed_json_response_is_summarised(lens):
                         "content": None,
                         "tool_calls": [
                             {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-                            {"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"x":1}'}},
+                            {
+                                "id": "c2",
+                                "type": "function",
+                                "function": {"name": "b", "arguments": '{"x":1}'},
+                            },
                         ],
                     },
                     "finish_reason": "tool_calls",

@@ -75,4 +75,4 @@ def test_core_modules_do_no_io():
 def test_only_the_cli_front_door_mentions_mitmproxy():
     for path in (ROOT / "accumulator").rglob("*.py"):
         if path.name != "cli.py":
-            assert not re.search(r"^\s*(from|import) mitmproxy", path.read_text(), re.M), path
+            assert not re.search(r"^\s*(from|import) mitmproxy", path.read_text(), re.MULTILINE), path

@@ -1,0 +1,129 @@
+"""Start and stop the local pieces of a toolcall-lens setup: the fake provider, and mitmdump with the addon.
+
+Used by the demo and the end-to-end tests. Every process binds port 0 and reports the port it got, runs
+in its own session, and is stopped (then killed, if it must be) by ``stop()`` or on leaving a ``with``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Self
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+class Process:
+    """A child process whose output lines are collected in the background (so its pipe never fills)."""
+
+    def __init__(self, name: str, argv: list[str], env: dict | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self.popen = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.popen.stdout:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = 30.0) -> re.Match:
+        """The first output line matching ``pattern``; raises with the output so far if none comes."""
+        regex = re.compile(pattern)
+        for line in self.lines:
+            if match := regex.search(line):
+                return match
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            if match := regex.search(line):
+                return match
+        raise RuntimeError(f"{self.name}: no line matching {pattern!r}; output:\n" + "\n".join(self.lines))
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM (mitmdump then closes its dump file), SIGKILL after ``timeout``. Returns the exit code."""
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        return self.popen.returncode
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
+    process = Process(
+        "fake_provider",
+        [sys.executable, str(ROOT / "scripts" / "fake_provider.py"), "--port", "0", "--delay", str(delay)],
+    )
+    try:
+        port = int(process.wait_for(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
+    except BaseException:
+        process.stop()
+        raise
+    return process, port
+
+
+def start_mitmdump(upstream_port: int, dump: Path | None = None, *options: str) -> tuple[Process, int]:
+    """mitmdump with the addon, as a reverse proxy in front of http://127.0.0.1:``upstream_port``."""
+    argv = [
+        str(BIN / "mitmdump"),
+        "-s",
+        str(ROOT / "addon.py"),
+        "--mode",
+        f"reverse:http://127.0.0.1:{upstream_port}",
+        "--listen-host",
+        "127.0.0.1",
+        "-p",
+        "0",
+        "--set",
+        "termlog_verbosity=info",
+    ]
+    if dump is not None:
+        argv += ["-w", str(dump)]
+    for option in options:
+        argv += ["--set", option]
+    process = Process("mitmdump", argv)
+    try:
+        port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+    except BaseException:
+        process.stop()
+        raise
+    return process, port
