@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from mitmproxy import ctx, exceptions, http
 
 from accumulator import StreamAccumulator, analyze_message, classify_exchange, failure_result
+from accumulator.detect import format_for_path
 from accumulator.report import summary_line
 
 logger = logging.getLogger("toolcall_lens")
@@ -164,7 +165,8 @@ class ToolcallLens:
         self.watches.clear()
 
     def _classify(self, flow: http.HTTPFlow) -> tuple[str, bool] | None:
-        if flow.response is None:
+        # The path check comes first and costs a string comparison: other traffic pays nothing more.
+        if flow.response is None or format_for_path(flow.request.path) is None:
             return None
         hosts = ctx.options.toolcall_lens_hosts
         if hosts and not any(
