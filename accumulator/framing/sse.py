@@ -17,9 +17,12 @@ DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 
 class SseEvent(NamedTuple):
-    type: str | None  # the ``event:`` field, None when absent
-    data: bytes  # ``data:`` lines joined with LF, as raw bytes
+    """One framed event. Every framing yields these (NDJSON lines, JSON array elements, AWS frames too)."""
+
+    type: str | None  # the ``event:`` field (AWS: ``:event-type``), None when absent
+    data: bytes  # ``data:`` lines joined with LF (other framings: the payload), as raw bytes
     id: str | None  # the last event id, per the spec it persists across events
+    kind: str = "event"  # AWS ``:message-type``: "event", "exception" or "error"
 
 
 # Put in the output where an event was dropped for exceeding the cap (compare with ``is``).
