@@ -77,3 +77,112 @@ def warning(result: dict, code: str) -> dict:
     found = [w for w in result["warnings"] if w["code"] == code]
     assert found, f"no {code} in {codes(result)}"
     return found[0]
+
+
+# --- other wire formats ------------------------------------------------------------------------------
+
+
+def named_sse(*events: tuple[str, dict]) -> bytes:
+    """SSE with ``event:`` lines: each event a (name, payload) pair; the payload repeats the name as type."""
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps({'type': name, **payload})}\n\n".encode()
+        for name, payload in events
+    )
+
+
+def aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message (string headers), CRCs valid."""
+    import struct
+    import zlib
+
+    head = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode()
+        for k, v in headers.items()
+    )
+    total = 16 + len(head) + len(payload)
+    prelude = struct.pack(">II", total, len(head))
+    prelude += struct.pack(">I", zlib.crc32(prelude))
+    message = prelude + head + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def converse_frames(*events: tuple[str, dict]) -> bytes:
+    return b"".join(
+        aws_frame(
+            {":event-type": name, ":content-type": "application/json", ":message-type": "event"},
+            json.dumps({**payload, "p": "abcdef"}).encode(),
+        )
+        for name, payload in events
+    )
+
+
+def invoke_frames(*anthropic_events: dict) -> bytes:
+    import base64
+
+    return b"".join(
+        aws_frame(
+            {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+            json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode(), "p": "xyz"}).encode(),
+        )
+        for e in anthropic_events
+    )
+
+
+def all_calls(result: dict) -> list[tuple]:
+    return [(t["id"], t["name"], t["arguments"]) for c in result["choices"] for t in c["tool_calls"]]
+
+
+# The production incident's two calls, as steps every format's builder turns into its own events:
+# ("start", call) names a call, ("args", call, fragment) continues it.
+CALL_NAMES = ["search_circulars", "get_user_profile"]
+EXPECTED_ARGS = ['{"query": "RBI circulars"}', '{"user_id": "u123"}']
+INTERLEAVED_STEPS = [
+    ("start", 0),
+    ("start", 1),
+    ("args", 0, '{"query": "RBI'),
+    ("args", 1, '{"user_id": "u'),
+    ("args", 0, ' circulars"}'),
+    ("args", 1, '123"}'),
+]
+SEQUENTIAL_STEPS = [
+    ("start", 0),
+    ("args", 0, '{"query": "RBI'),
+    ("args", 0, ' circulars"}'),
+    ("start", 1),
+    ("args", 1, '{"user_id": "u'),
+    ("args", 1, '123"}'),
+]
+
+
+# --- framing tests: the same events however the bytes are cut ----------------------------------------
+
+
+def framed(decoder, *chunks: bytes) -> list:
+    """Every event a decoder gives for these chunks, its close() included."""
+    out = []
+    for chunk in chunks:
+        out.extend(decoder.feed(chunk))
+    out.extend(decoder.close())
+    return out
+
+
+def pieces_at(body: bytes, cuts) -> list[bytes]:
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    return [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+
+
+def assert_every_cut_agrees(decode, body: bytes, label: str = "") -> None:
+    """``decode(*pieces)`` gives the events of the whole body when cut at any single point."""
+    whole = decode(body)
+    assert whole, label
+    for cut in range(len(body) + 1):
+        assert decode(body[:cut], body[cut:]) == whole, f"{label} cut at {cut}"
+
+
+def assert_nearby_cut_pairs_agree(decode, body: bytes, span: int = 200, gap: int = 8) -> None:
+    """Two cuts close together (a CRLF, an escape, a BOM or a header split over three chunks)."""
+    head = body[:span]
+    whole = decode(head)
+    for a in range(len(head) + 1):
+        for b in range(a, min(len(head), a + gap) + 1):
+            assert decode(head[:a], head[a:b], head[b:]) == whole, (a, b)

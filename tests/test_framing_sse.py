@@ -5,19 +5,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streams import CORPUS, DATA
+from streams import CORPUS, DATA, assert_every_cut_agrees, assert_nearby_cut_pairs_agree, framed, pieces_at
 
 from accumulator.framing import SseDecoder, SseEvent
 from accumulator.framing.sse import OVERSIZED
 
 
 def decode(*chunks: bytes, max_event_bytes: int | None = None) -> list[SseEvent]:
-    decoder = SseDecoder(max_event_bytes) if max_event_bytes else SseDecoder()
-    out: list[SseEvent] = []
-    for c in chunks:
-        out.extend(decoder.feed(c))
-    out.extend(decoder.close())
-    return out
+    return framed(SseDecoder(max_event_bytes) if max_event_bytes else SseDecoder(), *chunks)
 
 
 def real_streams() -> list[tuple[str, bytes]]:
@@ -32,20 +27,13 @@ STREAMS = real_streams()
 
 @pytest.mark.parametrize("name,body", STREAMS, ids=[n for n, _ in STREAMS])
 def test_every_split_point_gives_the_same_events(name, body):
-    whole = decode(body)
-    assert whole, name
-    for cut in range(len(body) + 1):
-        assert decode(body[:cut], body[cut:]) == whole, f"{name} cut at {cut}"
+    assert_every_cut_agrees(decode, body, name)
 
 
 @pytest.mark.parametrize("name,body", STREAMS[:6], ids=[n for n, _ in STREAMS[:6]])
 def test_every_pair_of_split_points_on_a_short_prefix(name, body):
     # Two cuts close together exercise a CRLF or a field name split over three chunks.
-    head = body[:300]
-    whole = decode(head)
-    for a in range(len(head) + 1):
-        for b in range(a, min(len(head), a + 8) + 1):
-            assert decode(head[:a], head[a:b], head[b:]) == whole
+    assert_nearby_cut_pairs_agree(decode, body, span=300, gap=8)
 
 
 @settings(max_examples=300, deadline=None)
@@ -58,8 +46,7 @@ def test_random_chunkings_and_line_ends_give_the_same_events(stream, cuts, newli
     _, body = stream
     body = body.replace(b"\r\n", b"\n").replace(b"\n", newline)
     whole = decode(body)
-    points = sorted({c % (len(body) + 1) for c in cuts})
-    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+    pieces = pieces_at(body, cuts)
     assert decode(*pieces) == whole
 
 

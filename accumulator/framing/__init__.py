@@ -1,6 +1,20 @@
-"""Framing: turn a response body, cut at any boundaries, into whole events."""
+"""Framing: turn a response body, cut at any boundaries, into whole events (SSE, NDJSON, a JSON array
+written progressively, the AWS binary event stream)."""
 
+from .eventstream import EventStreamDecoder
+from .jsonarray import ARRAY_END, JsonArrayDecoder
+from .ndjson import NdjsonDecoder
 from .payload import MALFORMED, parse_json
-from .sse import SseDecoder, SseEvent
+from .sse import OVERSIZED, SseDecoder, SseEvent
 
-__all__ = ["MALFORMED", "SseDecoder", "SseEvent", "parse_json"]
+__all__ = [
+    "ARRAY_END",
+    "MALFORMED",
+    "OVERSIZED",
+    "EventStreamDecoder",
+    "JsonArrayDecoder",
+    "NdjsonDecoder",
+    "SseDecoder",
+    "SseEvent",
+    "parse_json",
+]

@@ -9,6 +9,16 @@ from __future__ import annotations
 import orjson
 
 MALFORMED = object()  # returned in place of a value when the payload is not JSON
+BOM = b"\xef\xbb\xbf"
+
+
+def strip_bom(held: bytes, chunk: bytes) -> tuple[bytes | None, bytes]:
+    """A leading UTF-8 BOM, possibly split across chunks, for a decoder that holds ``held`` so far:
+    returns (the bytes to keep holding, or None once decided; the bytes to decode)."""
+    head = held + chunk
+    if len(head) < 3 and BOM.startswith(head):
+        return head, b""
+    return None, head[3:] if head.startswith(BOM) else head
 
 
 def parse_json(data: bytes) -> tuple[object, bool]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-_BOM = b"\xef\xbb\xbf"
+from .payload import BOM, strip_bom
+
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 
@@ -64,7 +65,7 @@ class SseDecoder:
     def feed(self, chunk: bytes) -> list[SseEvent]:
         out: list[SseEvent] = []
         if self._head is not None:
-            chunk = self._strip_bom(chunk)
+            self._head, chunk = strip_bom(self._head, chunk)
         if not chunk:
             return out
         if self._after_cr:
@@ -110,7 +111,7 @@ class SseDecoder:
         out: list[SseEvent] = []
         if self._head:
             head, self._head = self._head, None
-            if not _BOM.startswith(head):
+            if not BOM.startswith(head):
                 self._pending.append(head)
         if self._pending and not self._in_long_line:
             line = b"".join(self._pending)
@@ -121,14 +122,6 @@ class SseDecoder:
             self.unterminated = True
             self._dispatch(out)
         return out
-
-    def _strip_bom(self, chunk: bytes) -> bytes:
-        head = self._head + chunk
-        if len(head) < 3 and _BOM.startswith(head):
-            self._head = head
-            return b""
-        self._head = None
-        return head[3:] if head.startswith(_BOM) else head
 
     def _line(self, line: bytes, out: list[SseEvent]) -> None:
         if not line:

@@ -1,0 +1,294 @@
+"""Content-Encoding: round trips however the bytes are cut, corrupt input, and bombs held to the cap."""
+
+from __future__ import annotations
+
+import functools
+import random
+import sys
+import tracemalloc
+import zlib
+
+import brotli
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accumulator.decoding import ContentDecoder, supported
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
+BIG = 1 << 40  # a cap never reached
+
+
+def gzip(data: bytes) -> bytes:
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return c.compress(data) + c.flush()
+
+
+def raw_deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+ENCODERS = {
+    "identity": lambda data: data,
+    "gzip": gzip,
+    "x-gzip": gzip,
+    "deflate": zlib.compress,
+    "br": brotli.compress,
+    "zstd": zstd.compress,
+    "gzip, br": lambda data: brotli.compress(gzip(data)),  # gzip applied first, so decoded last
+    "br, zstd": lambda data: zstd.compress(brotli.compress(data)),
+    "deflate, identity, gzip": lambda data: gzip(zlib.compress(data)),
+}
+SAMPLE = random.Random(3).randbytes(5000) + b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n' * 4000
+
+
+def run(encoding: str, pieces: list[bytes], cap: int = BIG) -> tuple[bytes, ContentDecoder]:
+    decoder = ContentDecoder(encoding, cap)
+    out = b"".join(decoder.decode(p) for p in pieces) + decoder.flush()
+    return out, decoder
+
+
+def cut(body: bytes, points: list[int]) -> list[bytes]:
+    points = sorted({p % (len(body) + 1) for p in points})
+    return [body[a:b] for a, b in zip([0, *points], [*points, len(body)])]
+
+
+@pytest.mark.parametrize("encoding", list(ENCODERS))
+def test_round_trip_whole_and_in_chunks(encoding):
+    body = ENCODERS[encoding](SAMPLE)
+    for step in (len(body), 4096, 7):
+        out, decoder = run(encoding, [body[i : i + step] for i in range(0, len(body), step)])
+        assert out == SAMPLE and decoder.error is None and not decoder.exceeded, step
+
+
+@pytest.mark.parametrize("encoding", list(ENCODERS))
+def test_round_trip_byte_by_byte(encoding):
+    data = SAMPLE[:3000] + SAMPLE[-3000:]
+    body = ENCODERS[encoding](data)
+    out, decoder = run(encoding, [body[i : i + 1] for i in range(len(body))])
+    assert out == data and decoder.error is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(list(ENCODERS)),
+    st.binary(max_size=3000),
+    st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=20),
+)
+def test_random_data_and_chunkings_round_trip(encoding, data, points):
+    body = ENCODERS[encoding](data)
+    out, decoder = run(encoding, cut(body, points))
+    assert out == data and decoder.error is None and not decoder.exceeded
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(list(ENCODERS)),
+    st.integers(min_value=1, max_value=len(SAMPLE) + 10),
+    st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=10),
+)
+def test_the_output_is_exactly_capped_however_cut(encoding, cap, points):
+    body = ENCODERS[encoding](SAMPLE)
+    out, decoder = run(encoding, cut(body, points), cap)
+    assert out == SAMPLE[:cap]
+    assert decoder.exceeded is (len(SAMPLE) >= cap) and decoder.error is None
+
+
+def test_after_the_cap_nothing_more_is_returned():
+    decoder = ContentDecoder("gzip", 100)
+    body = gzip(SAMPLE)
+    assert decoder.decode(body[:5000]) == SAMPLE[:100] and decoder.exceeded
+    assert decoder.decode(body[5000:]) == b"" and decoder.flush() == b"" and decoder.error is None
+
+
+def test_encoding_names_are_case_and_space_insensitive():
+    assert run(" GZip ,  BR ", [brotli.compress(gzip(b"abc"))])[0] == b"abc"
+    assert run("", [b"plain"])[0] == b"plain"
+
+
+def test_raw_deflate_is_accepted_for_deflate():
+    body = raw_deflate(SAMPLE)
+    for step in (len(body), 1):
+        out, decoder = run("deflate", [body[i : i + step] for i in range(0, len(body), step)])
+        assert out == SAMPLE and decoder.error is None
+
+
+def test_several_gzip_members_and_zstd_frames_are_read_in_turn():
+    assert run("gzip", [gzip(b"one ") + gzip(b"two")])[0] == b"one two"
+    assert run("zstd", [zstd.compress(b"one ") + zstd.compress(b"two")])[0] == b"one two"
+    body = gzip(b"one ") + gzip(b"two")
+    assert run("gzip", [body[i : i + 1] for i in range(len(body))])[0] == b"one two"
+
+
+def test_bytes_after_the_end_of_gzip_or_deflate_are_ignored():
+    for encoding, body in (
+        ("gzip", gzip(b"abc") + b"\0\0\0\0"),
+        ("deflate", zlib.compress(b"abc") + b"junk"),
+    ):
+        out, decoder = run(encoding, [body])
+        assert out == b"abc" and decoder.error is None, encoding
+
+
+@pytest.mark.parametrize(
+    "encoding,body",
+    [
+        ("gzip", b"\x1f\x8b\x08\x00" + b"not really gzip" * 10),
+        ("gzip", b"<html>not gzip</html>"),
+        ("deflate", b"\x78\x9c" + b"\xff" * 50),
+        ("br", b"definitely not brotli" * 5),
+        ("zstd", b"\x28\xb5\x2f\xfd" + b"\xff" * 50),
+        ("zstd", b"not zstd at all"),
+        ("gzip, br", brotli.compress(b"this is not gzip inside")),
+    ],
+)
+def test_corrupt_input_sets_error_once_and_never_raises(encoding, body):
+    decoder = ContentDecoder(encoding, BIG)
+    out = decoder.decode(body)
+    assert decoder.error is not None and not decoder.exceeded
+    first = decoder.error
+    assert decoder.decode(gzip(b"more")) == b"" and decoder.flush() == b"" and decoder.error == first
+    assert out == b""
+
+
+def test_output_before_the_corruption_is_still_returned():
+    body = gzip(SAMPLE)
+    broken = body[:2000] + bytes(b ^ 0x55 for b in body[2000:2100]) + body[2100:]
+    out, decoder = run("gzip", [broken])
+    assert decoder.error is not None and out and SAMPLE.startswith(out[:1000])
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd", "gzip, br"])
+def test_a_truncated_stream_is_an_error_at_flush(encoding):
+    body = ENCODERS[encoding](SAMPLE)
+    decoder = ContentDecoder(encoding, BIG)
+    out = decoder.decode(body[: len(body) // 2])
+    assert decoder.error is None and SAMPLE.startswith(out)
+    decoder.flush()
+    assert "truncated" in decoder.error
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd", "gzip, br", "identity"])
+def test_an_empty_body_is_not_an_error(encoding):
+    out, decoder = run(encoding, [b""])
+    assert out == b"" and decoder.error is None and not decoder.exceeded
+
+
+def test_supported_encodings():
+    for encoding in ("identity", "", "gzip", "x-gzip", "deflate", "br", "zstd", "gzip, br", "Br, identity"):
+        assert supported(encoding), encoding
+    for encoding in ("compress", "xz", "gzip, compress", "gzip, gzip, gzip, gzip, gzip"):
+        assert not supported(encoding), encoding
+
+
+def test_an_unsupported_encoding_is_an_error_not_an_exception():
+    decoder = ContentDecoder("gzip, compress", BIG)
+    assert decoder.error and "compress" in decoder.error
+    assert decoder.decode(b"anything") == b"" and decoder.flush() == b""
+
+
+def test_identity_is_passed_through_and_capped():
+    decoder = ContentDecoder("identity", 10)
+    assert decoder.decode(b"12345") == b"12345" and not decoder.exceeded
+    assert decoder.decode(b"6789abcdef") == b"6789a" and decoder.exceeded
+    assert decoder.decode(b"more") == b""
+
+
+N = 200 << 20  # the bombs inflate to 200 MB of zeros
+
+
+def _streamed(compress, finish) -> bytes:
+    block = bytes(1 << 20)
+    return b"".join([compress(block) for _ in range(N >> 20)] + [finish()])
+
+
+@functools.cache
+def bomb(encoding: str) -> bytes:
+    if encoding in ("gzip", "deflate"):
+        c = zlib.compressobj(9, zlib.DEFLATED, 31 if encoding == "gzip" else 15)
+        return _streamed(c.compress, c.flush)
+    if encoding == "br":
+        c = brotli.Compressor(quality=1)
+        return _streamed(c.process, c.finish)
+    if encoding == "zstd":
+        c = zstd.ZstdCompressor(level=1)
+        return _streamed(c.compress, c.flush)
+    if encoding == "gzip, br":
+        # The middle stream is huge too: 200 MB of stored (level 0) gzip blocks, brotli-compressed.
+        inner = zlib.compressobj(0, zlib.DEFLATED, 31)
+        outer = brotli.Compressor(quality=1)
+        return _streamed(
+            lambda block: outer.process(inner.compress(block)),
+            lambda: outer.process(inner.flush()) + outer.finish(),
+        )
+    if encoding == "gzip, gzip":
+        return gzip(bomb("gzip"))
+    raise AssertionError(encoding)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd", "gzip, br", "gzip, gzip"])
+def test_a_decompression_bomb_is_held_to_the_cap_in_bounded_memory(encoding):
+    body = bomb(encoding)
+    assert len(body) < 1 << 20  # a small body ...
+    cap = 1 << 20
+    tracemalloc.start()
+    try:
+        decoder = ContentDecoder(encoding, cap)
+        total = 0
+        for i in range(0, len(body), 16384):
+            total += len(decoder.decode(body[i : i + 16384]))
+        total += len(decoder.flush())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # ... that would inflate to 200 MB gives exactly the cap, in memory of about the cap.
+    assert total == cap and decoder.exceeded and decoder.error is None
+    assert peak < 4 * cap, peak
+
+
+def test_a_bomb_fed_whole_stays_bounded_too():
+    body = bomb("br")
+    cap = 1 << 20
+    tracemalloc.start()
+    try:
+        decoder = ContentDecoder("br", cap)
+        out = decoder.decode(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(out) == cap and out == bytes(cap) and decoder.exceeded
+    assert peak < 4 * cap, peak
+
+
+def test_a_zstd_window_over_8_mib_is_refused_rather_than_allocated():
+    # RFC 9659 caps the window of the zstd content coding at 8 MiB; a larger one could cost 128 MiB.
+    for window_log, accepted in ((23, True), (24, False)):
+        c = zstd.ZstdCompressor(options={zstd.CompressionParameter.window_log: window_log})
+        out, decoder = run("zstd", [c.compress(b"abc" * 1000) + c.flush()])
+        assert (decoder.error is None) is accepted and (out == b"abc" * 1000) is accepted
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["gzip", "deflate", "br", "zstd", "gzip, br"]),
+    st.integers(min_value=0, max_value=1 << 16),
+    st.binary(max_size=8),
+    st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=1 << 16), max_size=10),
+)
+def test_damaged_input_never_raises_and_is_judged_the_same_however_cut(encoding, at, junk, append, points):
+    body = ENCODERS[encoding](SAMPLE[:2000])
+    if append:
+        body += junk
+    else:
+        at %= len(body)
+        body = body[:at] + junk + body[at + len(junk) :]
+    whole, whole_decoder = run(encoding, [body])
+    out, decoder = run(encoding, cut(body, points))
+    assert (decoder.error is None) is (whole_decoder.error is None)
+    if decoder.error is None:
+        assert out == whole
