@@ -135,23 +135,16 @@ class Assembly:
     def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
         call_id = real_id(op.id)
         index = op.index
+        if op.whole:
+            if index is not None and index in state.by_index:
+                self._collision(state, op, call_id, index)
+            return self._new_call(state, call_id, index, op.event), True
         if call_id is not None:
             call = state.by_id.get(call_id)
             if call is not None:
                 return call, False
-            if index is not None:
-                holder = state.by_index.get(index)
-                if holder is not None:
-                    self._warn.add(
-                        "index-collision",
-                        f"event {op.event}: new call {call_id} arrived with index {index}, "
-                        f"already held by call {holder.id or '#' + str(holder.ordinal)}",
-                        event=op.event,
-                        choice=state.index,
-                        index=index,
-                        id=call_id,
-                        existing_id=holder.id,
-                    )
+            if index is not None and index in state.by_index:
+                self._collision(state, op, call_id, index)
             return self._new_call(state, call_id, index, op.event), True
         if index is not None:
             call = state.by_index.get(index)
@@ -162,6 +155,19 @@ class Assembly:
         if op.name and type(op.name) is str:
             return self._new_call(state, None, index, op.event), True
         return None, False
+
+    def _collision(self, state: ChoiceState, op: ToolCallDelta, call_id: str | None, index: int) -> None:
+        holder = state.by_index[index]
+        self._warn.add(
+            "index-collision",
+            f"event {op.event}: new call {call_id or '(no id)'} arrived with index {index}, "
+            f"already held by call {holder.id or '#' + str(holder.ordinal)}",
+            event=op.event,
+            choice=state.index,
+            index=index,
+            id=call_id,
+            existing_id=holder.id,
+        )
 
     @staticmethod
     def _new_call(state: ChoiceState, call_id: str | None, index: int | None, event: int) -> ToolCall:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .detect import classify_exchange, detect_format
+from .detect import classify_exchange, detect_format, sniff_message
 from .dialects import DIALECTS
 from .report import format_report
 from .stream import StreamAccumulator, analyze_message
@@ -107,6 +107,9 @@ def _jobs(path: str, format: str | None, request: dict | None) -> list[Job]:
     data = _read_bytes(path)
     if _DUMP_START.match(data):
         return _dump_jobs(path, data, request)
+    message_format = sniff_message(data) if data.lstrip()[:1] == b"{" else None
+    if message_format is not None and format in (None, message_format):
+        return [Job(path, {"file": path}, data, message_format, False, request)]  # a non-streamed response
     if format is None:
         format = detect_format(data)
         if format is None:

@@ -25,6 +25,9 @@ class ToolCallDelta:
     index: int | None
     name: str | None
     arguments: Any  # a string fragment, a whole JSON value (object), or None
+    # A complete call in one piece (Ollama lines, Gemini parts): always a call of its own, whatever
+    # its index says, since the format has no continuation deltas to route.
+    whole: bool = False
 
 
 @dataclass(slots=True, frozen=True)

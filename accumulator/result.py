@@ -25,14 +25,15 @@ def build_result(
     declared_tools: set[str] | None,
     events: int,
     nbytes: int,
+    empty_arguments: str = "",
 ) -> dict:
     choices = [assembly.choices[i] for i in sorted(assembly.choices)]
     for state in choices:
         _orphan_warning(state, warnings)
-    out_choices = [_choice_dict(state, warnings, declared_tools) for state in choices]
+    out_choices = [_choice_dict(state, warnings, declared_tools, empty_arguments) for state in choices]
     for strategy in assembly.strategies:
         for state, out in zip(choices, out_choices):
-            _compare(strategy, state.index, out["tool_calls"], warnings)
+            _compare(strategy, state.index, out["tool_calls"], warnings, empty_arguments)
     truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
     if truncated:
         unfinished = [s.index for s in choices if s.finish_reason is None]
@@ -74,10 +75,10 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
     }
 
 
-def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | None) -> dict:
+def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | None, empty: str) -> dict:
     calls = []
     for call in state.calls:
-        arguments = call.arguments
+        arguments = call.arguments or empty
         if arguments:
             try:
                 orjson.loads(arguments)
@@ -133,8 +134,8 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
     )
 
 
-def _compare(strategy, choice: int, identity_calls: list[dict], warnings: WarningLog) -> None:
-    simulated = strategy.calls(choice)
+def _compare(strategy, choice: int, identity_calls: list[dict], warnings: WarningLog, empty: str) -> None:
+    simulated = [{"name": c["name"], "arguments": c["arguments"] or empty} for c in strategy.calls(choice)]
     if [(c["name"], c["arguments"]) for c in simulated] == [
         (c["name"], c["arguments"]) for c in identity_calls
     ]:

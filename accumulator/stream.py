@@ -1,6 +1,8 @@
-"""One stream, from bytes to result: framing -> dialect -> assembly (+ strategies) -> result.
+"""One stream, from bytes to result: content decoding -> framing -> dialect -> assembly (+ strategies)
+-> result.
 
-Sans-IO: the caller feeds whatever bytes it has, in whatever pieces, then calls ``finish()``.
+Sans-IO: the caller feeds whatever bytes it has, in whatever pieces, then calls ``finish()``. When the
+format is not given it is recognised from the first bytes (held until then, within a cap).
 """
 
 from __future__ import annotations
@@ -8,44 +10,68 @@ from __future__ import annotations
 import orjson
 
 from .assembly import Assembly
+from .decoding import ContentDecoder, supported
+from .detect import SNIFF_BYTES, sniff_format
 from .dialects import DIALECTS
-from .framing import SseDecoder
-from .framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED
+from .framing.eventstream import EventStreamDecoder
+from .framing.jsonarray import JsonArrayDecoder
+from .framing.ndjson import NdjsonDecoder
+from .framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseDecoder
 from .result import build_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .warnings import WarningLog
+
+DEFAULT_MAX_DECODED_BYTES = 64 * 1024 * 1024
+_FRAMERS = {"sse": SseDecoder, "ndjson": NdjsonDecoder, "eventstream": EventStreamDecoder}
 
 
 class StreamAccumulator:
     """Feed the raw bytes of one streamed response; ``finish()`` returns its result dict.
 
-    ``request`` is the request body (bytes, str or an already decoded dict): with it, calls are
-    checked against the tools it declares. ``strategies`` names the hazard strategies to replay.
+    ``format`` names the wire format (``FORMATS``); None recognises it from the first bytes, and then
+    ``finish()`` returns None if they were not an LLM stream it reads. ``request`` is the request body
+    (bytes, str or a decoded dict): with it, calls are checked against the tools it declares.
+    ``encoding`` is the response's Content-Encoding: the bytes fed are as sent, decoded here.
     """
 
     def __init__(
         self,
-        format: str = "openai-chat",
+        format: str | None = "openai-chat",
         *,
         request: bytes | str | dict | None = None,
         strategies: tuple[str, ...] | list[str] = DEFAULT_STRATEGIES,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        encoding: str | None = None,
+        max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
     ) -> None:
-        dialect_class = DIALECTS.get(format)
-        if dialect_class is None:
+        if format is not None and format not in DIALECTS:
             raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
         unknown = [name for name in strategies if name not in STRATEGIES]
         if unknown:
             raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
         self.format = format
         self.warnings = WarningLog()
-        self._decoder = SseDecoder(max_event_bytes)
-        self._dialect = dialect_class(self.warnings)
-        self._assembly = Assembly(self.warnings, [STRATEGIES[name]() for name in strategies])
-        self._declared = _declared_tools(dialect_class, request)
+        self._strategies = strategies
+        self._max_event_bytes = max_event_bytes
+        self._request = request
+        self._content: ContentDecoder | None = None
+        self._stopped = False  # analysis given up (undecodable body); bytes are still counted
+        self._framer = None
+        self._dialect = None
+        self._assembly: Assembly | None = None
+        self._head: list[bytes] = []  # decoded bytes held until format and framing are known
+        self._head_len = 0
+        self._next_sniff = 16
         self._events = 0
         self._bytes = 0
         self._result: dict | None = None
+        if encoding and encoding.strip().lower() not in ("identity", ""):
+            if supported(encoding):
+                self._content = ContentDecoder(encoding, max_decoded_bytes)
+            else:
+                self._stop("decoding-failed", f"unsupported Content-Encoding {encoding!r}", encoding=encoding)
+        if format is not None and DIALECTS[format].framing != "gemini":
+            self._start(b"")  # nothing to wait for: frame from the first byte
 
     def note(self, code: str, message: str, **details) -> None:
         """Add a warning from the front door (e.g. the addon's ``body-truncated``) to this stream's result."""
@@ -53,28 +79,125 @@ class StreamAccumulator:
 
     def feed(self, data: bytes) -> None:
         self._bytes += len(data)
-        self._consume(self._decoder.feed(data))
+        if self._stopped:
+            return
+        if self._content is not None:
+            data = self._decode(data)
+            if not data:
+                return
+        self._feed_decoded(data)
 
-    def finish(self) -> dict:
-        """End of input: the result. Calling it again returns the same result."""
-        if self._result is None:
-            self._consume(self._decoder.close())
-            if self._decoder.unterminated:
-                self.warnings.add(
-                    "unterminated-event",
-                    f"the input ended inside event {self._events} (no closing blank line); it was read anyway",
-                    event=self._events,
-                )
-            self._result = build_result(
-                format=self.format,
-                streamed=True,
-                assembly=self._assembly,
-                warnings=self.warnings,
-                declared_tools=self._declared,
-                events=self._events,
-                nbytes=self._bytes,
+    def finish(self) -> dict | None:
+        """End of input: the result (None for a stream of unknown format that turned out to be none
+        we read). Calling it again returns the same result."""
+        if self._result is not None:
+            return self._result
+        if self._content is not None and not self._stopped:
+            tail = self._content.flush()
+            self._check_content()
+            if tail and not self._stopped:
+                self._feed_decoded(tail)
+        if self._framer is None and not self._stopped:
+            self._hold(b"", final=True)
+        if self.format is None:
+            return None
+        if self._framer is None:  # nothing was ever framed (an empty or undecodable body)
+            self._start(b"")
+        framer = self._framer
+        self._consume(framer.close())
+        if getattr(framer, "unterminated", False):
+            self.warnings.add(
+                "unterminated-event",
+                f"the input ended inside event {self._events + 1} (no closing delimiter); it was read anyway",
+                event=self._events,
             )
+        incomplete = getattr(framer, "incomplete_bytes", 0)
+        if incomplete:
+            self.warnings.add(
+                "malformed-event",
+                f"the input ended inside a frame ({incomplete} bytes of it)",
+                event=self._events + 1,
+                data="",
+            )
+        for op in self._dialect.finish(self._events):
+            self._assembly.apply(op)
+        self._result = build_result(
+            format=self.format,
+            streamed=True,
+            assembly=self._assembly,
+            warnings=self.warnings,
+            declared_tools=_declared_tools(type(self._dialect), self._request),
+            events=self._events,
+            nbytes=self._bytes,
+            empty_arguments=self._dialect.empty_arguments,
+        )
         return self._result
+
+    def _feed_decoded(self, data: bytes) -> None:
+        if self._framer is None:
+            self._hold(data, final=False)
+        else:
+            self._consume(self._framer.feed(data))
+
+    def _decode(self, data: bytes) -> bytes:
+        data = self._content.decode(data)
+        self._check_content()
+        return b"" if self._stopped else data
+
+    def _check_content(self) -> None:
+        content = self._content
+        if content.error is not None:
+            self._stop("decoding-failed", f"the compressed body is corrupt: {content.error}", error=content.error)
+        elif content.exceeded:
+            # What was decoded up to the cap is still analysed; nothing after it.
+            self.warnings.add(
+                "decoded-size-cap",
+                f"the decoded body exceeded {content.max_output_bytes} bytes; analysis stopped there",
+                limit=content.max_output_bytes,
+            )
+            self._content = None
+            self._stopped = True
+
+    def _stop(self, code: str, message: str, **details) -> None:
+        self.warnings.add(code, message, **details)
+        self._stopped = True
+
+    def _hold(self, data: bytes, *, final: bool) -> None:
+        """Keep the first bytes until the format (and, for Gemini, the framing) can be told."""
+        if data:
+            self._head.append(data)
+            self._head_len += len(data)
+        if self.format is None:
+            if not final and self._head_len < self._next_sniff:
+                return
+            # Sniff again only after the held bytes doubled: the work stays linear however they arrive.
+            self._next_sniff = max(2 * self._head_len, self._head_len + 256)
+            head = b"".join(self._head)
+            self.format = sniff_format(head)
+            if self.format is None:
+                if final or self._head_len >= SNIFF_BYTES:
+                    self._stopped = True  # not an LLM stream we read: hold nothing more
+                    self._head.clear()
+                return
+        else:  # Gemini: its first non-blank byte tells a JSON array from SSE
+            head = b"".join(self._head)
+            if not final and not head.lstrip(b"\xef\xbb\xbf \t\r\n"):
+                return
+        self._head.clear()
+        self._start(head)
+
+    def _start(self, head: bytes) -> None:
+        dialect_class = DIALECTS[self.format]
+        framing = dialect_class.framing
+        if framing == "gemini":
+            first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+            framing = "jsonarray" if first in (b"[", b"{") else "sse"
+        framer_class = JsonArrayDecoder if framing == "jsonarray" else _FRAMERS[framing]
+        self._framer = framer_class(self._max_event_bytes)
+        self._dialect = dialect_class(self.warnings)
+        self._assembly = Assembly(self.warnings, [STRATEGIES[name]() for name in self._strategies])
+        if head:
+            self._consume(self._framer.feed(head))
 
     def _consume(self, events: list) -> None:
         if not events:
@@ -84,7 +207,7 @@ class StreamAccumulator:
         number = self._events
         for event in events:
             if event is OVERSIZED:
-                limit = self._decoder.max_event_bytes
+                limit = self._max_event_bytes
                 self.warnings.add(
                     "oversized-event",
                     f"the event after event {number} exceeded {limit} bytes and was dropped",
@@ -111,7 +234,7 @@ def _declared_tools(dialect_class, request) -> set[str] | None:
     return dialect_class.declared_tools(request)
 
 
-def analyze(body: bytes, format: str = "openai-chat", **options) -> dict:
+def analyze(body: bytes, format: str | None = "openai-chat", **options) -> dict | None:
     """The result for a whole captured stream body."""
     accumulator = StreamAccumulator(format, **options)
     accumulator.feed(body)
@@ -136,4 +259,5 @@ def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -
         declared_tools=_declared_tools(dialect_class, request),
         events=1 if ops else 0,
         nbytes=len(body),
+        empty_arguments=dialect_class.empty_arguments,
     )

@@ -60,6 +60,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "a call names a tool the request did not declare",
     ),
+    "arguments-mismatch": (
+        "warning",
+        "the stream restated a call's final arguments and they differ from what its deltas carried",
+    ),
+    "message-restart": (
+        "warning",
+        "a second message start arrived inside one stream (a duplicated frame or two generations spliced)",
+    ),
+    "decoding-failed": (
+        "warning",
+        "the body's Content-Encoding is unsupported or its compressed data is corrupt; analysis stopped",
+    ),
+    "decoded-size-cap": (
+        "warning",
+        "the decompressed body exceeded the cap (a decompression bomb?); analysis stopped there",
+    ),
     "body-truncated": (
         "info",
         "the body kept on the flow stops at the size cap; the analysis still saw every byte",

@@ -168,3 +168,44 @@ def test_unreadable_dump_is_an_input_error(tmp_path, capsys):
     bad.write_bytes(b"12:not a flow!")
     assert main([str(bad)]) == 2
     assert "not a readable mitmproxy dump" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name,format",
+    [
+        ("openai_responses_parallel.sse", "openai-responses"),
+        ("anthropic_messages_parallel.sse", "anthropic-messages"),
+        ("gemini_parallel.json", "gemini"),
+        ("gemini_vertex_partialargs_parallel.sse", "gemini"),
+        ("bedrock_converse_parallel.bin", "bedrock-converse"),
+        ("bedrock_invoke_anthropic_parallel.bin", "bedrock-invoke"),
+        ("cohere_v2_parallel.sse", "cohere-v2"),
+        ("ollama_chat_parallel.ndjson", "ollama-chat"),
+    ],
+)
+def test_every_format_is_detected_and_read(name, format, capsys):
+    assert main([str(DATA / name), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == format
+    assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["get_weather", "get_time"]
+
+
+def test_format_option_overrides_detection(capsys):
+    # Read as Chat Completions, an Anthropic stream has no chunk a chat client understands.
+    assert main([str(DATA / "anthropic_messages_parallel.sse"), "--format", "openai-chat", "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "openai-chat" and result["choices"] == []
+
+
+def test_non_streamed_json_body(tmp_path, capsys):
+    body = {
+        "type": "message",
+        "model": "claude",
+        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+    }
+    path = tmp_path / "message.json"
+    path.write_text(json.dumps(body))
+    assert main([str(path), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "anthropic-messages" and result["streamed"] is False
+    assert result["choices"][0]["tool_calls"] == [{"id": "t", "index": 0, "name": "f", "arguments": "{}"}]

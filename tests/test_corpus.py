@@ -11,26 +11,38 @@ from streams import CORPUS
 
 from accumulator import StreamAccumulator, analyze, detect_format
 
-FORMAT = "openai-chat"
 
-
-def corpus_fixtures(api: str) -> list[dict]:
+def corpus_fixtures() -> list[dict]:
     index = CORPUS / "index.json"
     if not index.is_file():
         return []
-    return [f for f in json.loads(index.read_text())["fixtures"] if f["api"] == api]
+    return json.loads(index.read_text())["fixtures"]
 
 
-FIXTURES = corpus_fixtures(FORMAT)
+FIXTURES = corpus_fixtures()
 needs_corpus = pytest.mark.skipif(
     not FIXTURES, reason=f"recorded corpus not found at {CORPUS} (it lives in the project's shared/ folder)"
 )
 
+# Recorded streams that really are broken, and the warnings that say how (index.json notes each defect).
+# Every other stream is clean: any warning of severity "warning" there is a false alarm.
+DEFECTS = {
+    # stop_reason max_tokens: the tool input JSON stops mid-value.
+    "anthropic_messages_truncated_tool_json.sse": {"invalid-arguments"},
+    # A second message_start restarts block indexes at 0: two generations spliced, the first call cut off.
+    "vercel_anthropic_spliced_message_start.sse": {"message-restart", "invalid-arguments", "index-collision"},
+    # Origin defect kept as-is: the response.created and response.completed lines are not valid JSON.
+    "vercel_responses_parallel_wrapper.sse": {"malformed-event", "truncated-stream"},
+}
+
 
 def expected_calls(fixture: dict) -> dict[int, list[tuple]]:
+    expected = fixture["expected_tool_calls"]
+    if isinstance(expected, list):  # formats without choices: one list
+        expected = {"0": expected}
     return {
         int(choice): [(c["id"], c["name"], c["arguments"]) for c in calls]
-        for choice, calls in fixture["expected_tool_calls"].items()
+        for choice, calls in expected.items()
     }
 
 
@@ -44,28 +56,41 @@ def actual_calls(result: dict) -> dict[int, list[tuple]]:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f["file"] for f in FIXTURES])
 def test_recorded_stream_reconstructs_with_no_false_alarm(fixture):
     body = (CORPUS / fixture["file"]).read_bytes()
-    assert detect_format(body) == FORMAT
-    result = analyze(body, FORMAT)
+    format = fixture["api"]
+    assert detect_format(body) == format
+    result = analyze(body, format)
     assert actual_calls(result) == expected_calls(fixture)
     for choice in result["choices"]:
-        for tool_call in choice["tool_calls"]:
-            json.loads(tool_call["arguments"] or "{}")
-    loud = [w for w in result["warnings"] if w["severity"] == "warning"]
-    assert loud == [], "a clean real stream raised a warning: a false alarm"
-    assert result["complete"] is True
+        for tool_call, expected in zip(
+            choice["tool_calls"],
+            fixture["expected_tool_calls"]
+            if isinstance(fixture["expected_tool_calls"], list)
+            else fixture["expected_tool_calls"][str(choice["index"])],
+            strict=True,
+        ):
+            if expected.get("arguments_valid_json", True):
+                json.loads(tool_call["arguments"] or "{}")
+    loud = {w["code"] for w in result["warnings"] if w["severity"] == "warning"}
+    allowed = DEFECTS.get(fixture["file"], set())
+    assert loud <= allowed, f"false alarm on a real stream: {loud - allowed}"
+    if allowed:
+        assert loud, "a known-broken stream raised nothing"
+    assert result["complete"] is ("truncated-stream" not in allowed)
 
 
 @needs_corpus
-def test_the_corpus_has_the_chat_streams_it_promises():
-    assert len(FIXTURES) >= 10
+def test_the_corpus_covers_the_formats_it_promises():
+    assert {f["api"] for f in FIXTURES} >= {"openai-chat", "openai-responses", "anthropic-messages", "gemini"}
+    assert len(FIXTURES) >= 20
 
 
 @needs_corpus
 def test_capture_cut_without_its_final_blank_line_is_read_with_a_note():
-    fixture = next(f for f in FIXTURES if f["file"] == "vercel_openai_compat_anthropic_fallback_index1.sse")
-    result = analyze((CORPUS / fixture["file"]).read_bytes(), FORMAT)
-    assert [w["code"] for w in result["warnings"]] == ["unterminated-event"]
-    assert result["complete"] is True  # the [DONE] in that last event was read
+    for name in ("vercel_openai_compat_anthropic_fallback_index1.sse", "anthropic_messages_tool_use.sse"):
+        fixture = next(f for f in FIXTURES if f["file"] == name)
+        result = analyze((CORPUS / name).read_bytes(), fixture["api"])
+        assert [w["code"] for w in result["warnings"]] == ["unterminated-event"]
+        assert result["complete"] is True  # the end marker in that last event was read
 
 
 @needs_corpus
@@ -75,7 +100,17 @@ def test_any_chunking_gives_the_same_result(data):
     fixture = data.draw(st.sampled_from(FIXTURES))
     body = (CORPUS / fixture["file"]).read_bytes()
     cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=60)))
-    accumulator = StreamAccumulator(FORMAT)
-    for a, b in zip([0, *cuts], [*cuts, len(body)]):
+    accumulator = StreamAccumulator(fixture["api"])
+    for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True):
         accumulator.feed(body[a:b])
-    assert accumulator.finish() == analyze(body, FORMAT)
+    assert accumulator.finish() == analyze(body, fixture["api"])
+
+
+@needs_corpus
+@pytest.mark.parametrize("fixture", FIXTURES[:3] + FIXTURES[-3:], ids=lambda f: f["file"])
+def test_unknown_format_is_recognised_from_the_first_bytes(fixture):
+    body = (CORPUS / fixture["file"]).read_bytes()
+    accumulator = StreamAccumulator(None)
+    for i in range(0, len(body), 5):
+        accumulator.feed(body[i : i + 5])
+    assert accumulator.finish() == analyze(body, fixture["api"])

@@ -7,21 +7,18 @@ Magistral's content arrays, the deprecated ``function_call``, mid-stream ``{"err
 
 from __future__ import annotations
 
-from ..framing import MALFORMED, SseEvent, parse_json
+from ..framing import SseEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
+from ._common import JsonDialect, snippet
 
-_SNIPPET = 200
 
-
-class ChatCompletionsDialect:
+class ChatCompletionsDialect(JsonDialect):
     format = "openai-chat"
     framing = "sse"
 
-    __slots__ = ("_model", "_response_id", "_warn")
-
     def __init__(self, warnings: WarningLog) -> None:
-        self._warn = warnings
+        super().__init__(warnings)
         self._model: str | None = None
         self._response_id: str | None = None
 
@@ -57,20 +54,6 @@ class ChatCompletionsDialect:
         out = self._chunk_ops(obj, 1)
         out.append(StreamEnd(1))
         return out
-
-    def _load(self, data: bytes, number: int) -> dict | None:
-        obj, bad_utf8 = parse_json(data)
-        if bad_utf8:
-            self._warn.add("invalid-utf8", f"event {number} holds bytes that are not UTF-8", event=number)
-        if obj is MALFORMED or type(obj) is not dict:
-            self._warn.add(
-                "malformed-event",
-                f"event {number} is not a JSON object: {_snippet(data)}",
-                event=number,
-                data=_snippet(data),
-            )
-            return None
-        return obj
 
     def _chunk_ops(self, obj: dict, number: int) -> list:
         out: list = []
@@ -125,7 +108,7 @@ class ChatCompletionsDialect:
                             "malformed-event",
                             f"event {number} has a tool_calls entry that is not an object",
                             event=number,
-                            data=_snippet(repr(entry).encode()),
+                            data=snippet(repr(entry).encode()),
                         )
                         continue
                     function = entry.get("function")
@@ -155,27 +138,6 @@ class ChatCompletionsDialect:
         if reason and type(reason) is str:
             out.append(Finish(number, index, reason))
 
-    @staticmethod
-    def declared_tools(request: dict) -> set[str] | None:
-        """Names of the functions a Chat Completions request declares (``tools`` and legacy ``functions``);
-        None when it has neither key (tools may come from elsewhere, e.g. a gateway: nothing to check)."""
-        if "tools" not in request and "functions" not in request:
-            return None
-        names: set[str] = set()
-        for tool in request.get("tools") or ():
-            if type(tool) is not dict:
-                continue
-            for key in ("function", "custom"):
-                inner = tool.get(key)
-                if type(inner) is dict and type(inner.get("name")) is str:
-                    names.add(inner["name"])
-            if type(tool.get("name")) is str:
-                names.add(tool["name"])
-        for function in request.get("functions") or ():
-            if type(function) is dict and type(function.get("name")) is str:
-                names.add(function["name"])
-        return names
-
 
 def _content_parts(parts: list, number: int, index: int, out: list) -> None:
     # Mistral's Magistral streams content as typed parts: text, and thinking holding text parts.
@@ -189,8 +151,3 @@ def _content_parts(parts: list, number: int, index: int, out: list) -> None:
             for inner in part.get("thinking") or ():
                 if type(inner) is dict and type(inner.get("text")) is str and inner["text"]:
                     out.append(TextDelta(number, index, "reasoning", inner["text"]))
-
-
-def _snippet(data: bytes) -> str:
-    text = data[: _SNIPPET * 4].decode("utf-8", "replace")
-    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"

@@ -1,0 +1,94 @@
+"""Cohere v2 chat streams (``/v2/chat``).
+
+A tool call is named (id, name) by ``tool-call-start`` at its ``index`` (a counter of its own, apart from
+content indices); ``tool-call-delta`` fragments name only the index. ``tool_calls`` is a single object in
+these deltas, not a list. ``tool-plan-delta`` (the plan before calling tools) counts as reasoning.
+"""
+
+from __future__ import annotations
+
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ._common import JsonDialect, as_dict, as_int
+
+
+def _message(obj: dict) -> dict:
+    return as_dict(as_dict(obj.get("delta")).get("message"))
+
+
+class CohereDialect(JsonDialect):
+    format = "cohere-v2"
+    framing = "sse"
+
+    def ops(self, event, number: int) -> list:
+        if event.data == b"[DONE]":  # the SDK tolerates a trailing one; message-end is the end marker
+            return []
+        obj = self._load(event.data, number)
+        if obj is None:
+            return []
+        kind = obj.get("type") or event.type
+        if kind == "tool-call-delta":
+            function = as_dict(as_dict(_message(obj).get("tool_calls")).get("function"))
+            return [ToolCallDelta(number, 0, None, as_int(obj.get("index")), None, function.get("arguments"))]
+        if kind == "content-delta":
+            content = as_dict(_message(obj).get("content"))
+            for field, text_kind in (("text", "text"), ("thinking", "reasoning")):
+                if type(content.get(field)) is str and content[field]:
+                    return [TextDelta(number, 0, text_kind, content[field])]
+        elif kind == "tool-plan-delta":
+            plan = _message(obj).get("tool_plan")
+            if type(plan) is str and plan:
+                return [TextDelta(number, 0, "reasoning", plan)]
+        elif kind == "tool-call-start":
+            call = as_dict(_message(obj).get("tool_calls"))
+            function = as_dict(call.get("function"))
+            index = as_int(obj.get("index"))
+            return [
+                ToolCallDelta(
+                    number, 0, call.get("id"), index, function.get("name"), function.get("arguments")
+                )
+            ]
+        elif kind == "message-start":
+            return [Meta(number, None, obj.get("id") or None)]
+        elif kind == "message-end":
+            delta = as_dict(obj.get("delta"))
+            out: list = []
+            if type(delta.get("usage")) is dict:
+                out.append(Usage(number, delta["usage"]))
+            reason = delta.get("finish_reason")
+            if reason == "ERROR":
+                out.append(ProviderError(number, {"finish_reason": reason, **as_dict(delta.get("error"))}))
+            if type(reason) is str:
+                out.append(Finish(number, 0, reason))
+            out.append(StreamEnd(number))
+            return out
+        elif kind == "error":
+            return [ProviderError(number, obj.get("error") or obj)]
+        return []
+
+    def message_ops(self, body: bytes) -> list:
+        obj = self._load(body, 1)
+        if obj is None:
+            return []
+        message = as_dict(obj.get("message"))
+        out: list = [Meta(1, None, obj.get("id") or None)]
+        if type(message.get("tool_plan")) is str and message["tool_plan"]:
+            out.append(TextDelta(1, 0, "reasoning", message["tool_plan"]))
+        for part in message.get("content") or ():
+            if type(part) is dict and type(part.get("text")) is str and part["text"]:
+                out.append(
+                    TextDelta(1, 0, "text" if part.get("type") != "thinking" else "reasoning", part["text"])
+                )
+        for position, call in enumerate(message.get("tool_calls") or ()):
+            if type(call) is dict:
+                function = as_dict(call.get("function"))
+                out.append(
+                    ToolCallDelta(
+                        1, 0, call.get("id"), position, function.get("name"), function.get("arguments")
+                    )
+                )
+        if type(obj.get("usage")) is dict:
+            out.append(Usage(1, obj["usage"]))
+        if type(obj.get("finish_reason")) is str:
+            out.append(Finish(1, 0, obj["finish_reason"]))
+        out.append(StreamEnd(1))
+        return out

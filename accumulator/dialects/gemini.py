@@ -1,0 +1,162 @@
+"""Google Gemini streams (``:streamGenerateContent``), as SSE (``alt=sse``, CRLF) or a JSON array.
+
+Parts carry no index: each ``functionCall`` part is one whole call (``args`` an object), numbered here in
+order per candidate. Vertex's streamed arguments are the exception: a part ``{name, willContinue}``
+opens a call, ``partialArgs`` parts (values by JSON path, strings appended) fill the call opened last,
+and an empty ``functionCall`` (or ``partialArgs`` without ``willContinue``) closes it. The arguments are
+assembled here and handed on as one object. ``finishReason`` is ``STOP`` even when tools were called.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..warnings import WarningLog
+from ._common import JsonDialect, as_dict, as_int
+
+_PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+_VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
+
+
+class GeminiDialect(JsonDialect):
+    format = "gemini"
+    empty_arguments = "{}"
+    framing = "gemini"  # a JSON array when the body starts with "[", SSE otherwise
+
+    def __init__(self, warnings: WarningLog) -> None:
+        super().__init__(warnings)
+        self._calls: dict[int, int] = {}  # candidate -> calls opened so far (the index of the next)
+        self._open: dict[int, tuple[int, dict]] = {}  # candidate -> (call index, arguments being built)
+        self._meta: tuple = (None, None)
+
+    def ops(self, event, number: int) -> list:
+        if event.type == "array-end":  # the closing "]" of a JSON-array stream: its end marker
+            return self._close_all(number) + [StreamEnd(number)]
+        if event.data == b"[DONE]":
+            return []
+        obj = self._load(event.data, number)
+        return [] if obj is None else self._chunk_ops(obj, number)
+
+    def _chunk_ops(self, obj: dict, number: int) -> list:
+        out: list = []
+        if obj.get("error"):
+            out.append(ProviderError(number, obj["error"]))
+        meta = (obj.get("modelVersion") or None, obj.get("responseId") or None)
+        if meta != self._meta and any(meta):
+            self._meta = meta
+            out.append(Meta(number, *meta))
+        if type(obj.get("usageMetadata")) is dict:
+            out.append(Usage(number, obj["usageMetadata"]))  # cumulative: the last one wins
+        for candidate in obj.get("candidates") or ():
+            if type(candidate) is not dict:
+                continue
+            choice = as_int(candidate.get("index")) or 0
+            for part in as_dict(candidate.get("content")).get("parts") or ():
+                if type(part) is dict:
+                    self._part(part, choice, number, out)
+            if type(candidate.get("finishReason")) is str:
+                out.extend(self._close(choice, number))
+                out.append(Finish(number, choice, candidate["finishReason"]))
+        return out
+
+    def _part(self, part: dict, choice: int, number: int, out: list) -> None:
+        call = part.get("functionCall")
+        if type(call) is dict:
+            self._function_call(call, choice, number, out)
+        elif type(part.get("text")) is str and part["text"]:
+            out.append(
+                TextDelta(number, choice, "reasoning" if part.get("thought") else "text", part["text"])
+            )
+
+    def _function_call(self, call: dict, choice: int, number: int, out: list) -> None:
+        if call.get("name"):
+            out.extend(self._close(choice, number))  # a new call closes one left open
+            index = self._calls.get(choice, 0)
+            self._calls[choice] = index + 1
+            out.append(
+                ToolCallDelta(
+                    number, choice, call.get("id"), index, call["name"], call.get("args"), whole=True
+                )
+            )
+            if call.get("willContinue") and "args" not in call:
+                self._open[choice] = (index, {})
+            return
+        partial = call.get("partialArgs")
+        if type(partial) is list:
+            opened = self._open.get(choice)
+            if opened is None:
+                self._malformed(
+                    number, repr(call).encode(), "continues a function call that was never opened"
+                )
+                return
+            for value in partial:
+                if type(value) is dict:
+                    _set_path(opened[1], value)
+            if not call.get("willContinue"):
+                out.extend(self._close(choice, number))
+        elif not call:  # {} closes the open call
+            out.extend(self._close(choice, number))
+
+    def _close(self, choice: int, number: int) -> list:
+        opened = self._open.pop(choice, None)
+        if opened is None:
+            return []
+        return [ToolCallDelta(number, choice, None, opened[0], None, opened[1])]
+
+    def _close_all(self, number: int) -> list:
+        return [op for choice in list(self._open) for op in self._close(choice, number)]
+
+    def finish(self, number: int) -> list:
+        # A stream cut while a call's arguments were still streaming: show what had arrived.
+        return self._close_all(number)
+
+    def message_ops(self, body: bytes) -> list:
+        obj = self._load(body, 1)
+        if obj is None:
+            return []
+        return self._chunk_ops(obj, 1) + self._close_all(1) + [StreamEnd(1)]
+
+
+def _set_path(root: dict, value: dict) -> None:
+    """Put one ``partialArgs`` value at its JSON path; a string continuing a string is appended."""
+    path = value.get("jsonPath")
+    if type(path) is not str or not path.startswith("$"):
+        return
+    keys = [next(g for g in match.groups() if g is not None) for match in _PATH_TOKEN.finditer(path, 1)]
+    keys = [int(k) if k.isdigit() and f"[{k}]" in path else k for k in keys]
+    if not keys:
+        return
+    new = None
+    for field in _VALUE_FIELDS:
+        if field in value:
+            new = value[field]
+            break
+    node = root
+    for key, after in zip(keys, keys[1:] + [None], strict=True):
+        if after is None:
+            break
+        child = node[key] if _has(node, key) else None
+        if not isinstance(child, (dict, list)):
+            child = [] if type(after) is int else {}
+            _put(node, key, child)
+        node = child
+    last = keys[-1]
+    if type(new) is str and _has(node, last) and type(node[last]) is str:
+        new = node[last] + new
+    _put(node, last, new)
+
+
+def _has(node, key) -> bool:
+    if type(node) is dict:
+        return key in node
+    return type(key) is int and key < len(node)
+
+
+def _put(node, key, value) -> None:
+    if type(node) is dict:
+        node[key] = value
+    elif type(key) is int:
+        while len(node) <= key:
+            node.append(None)
+        node[key] = value

@@ -1,0 +1,73 @@
+"""Ollama's native chat streams (``/api/chat``): one JSON object per line (NDJSON).
+
+Every tool call arrives whole, arguments as an object, so each is a call of its own (``function.index``
+is shown, not trusted: older servers repeat it). ``done: true`` ends the stream, with the token counts;
+its ``done_reason`` stays ``stop`` even when tools were called. Errors come as ``{"error": "..."}`` lines.
+"""
+
+from __future__ import annotations
+
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ._common import JsonDialect, as_dict, as_int
+
+_USAGE_FIELDS = (
+    "prompt_eval_count",
+    "eval_count",
+    "total_duration",
+    "load_duration",
+    "prompt_eval_duration",
+    "eval_duration",
+)
+
+
+class OllamaChatDialect(JsonDialect):
+    format = "ollama-chat"
+    empty_arguments = "{}"
+    framing = "ndjson"
+
+    def __init__(self, warnings) -> None:
+        super().__init__(warnings)
+        self._model: str | None = None
+
+    def ops(self, event, number: int) -> list:
+        obj = self._load(event.data, number)
+        return [] if obj is None else self._line_ops(obj, number)
+
+    def _line_ops(self, obj: dict, number: int) -> list:
+        out: list = []
+        if obj.get("error"):
+            out.append(ProviderError(number, obj["error"]))
+        model = obj.get("model")
+        if model and model != self._model:
+            self._model = model
+            out.append(Meta(number, model, None))
+        message = as_dict(obj.get("message"))
+        if type(message.get("thinking")) is str and message["thinking"]:
+            out.append(TextDelta(number, 0, "reasoning", message["thinking"]))
+        if type(message.get("content")) is str and message["content"]:
+            out.append(TextDelta(number, 0, "text", message["content"]))
+        for call in message.get("tool_calls") or ():
+            if type(call) is dict:
+                function = as_dict(call.get("function"))
+                out.append(
+                    ToolCallDelta(
+                        number,
+                        0,
+                        call.get("id"),
+                        as_int(function.get("index")),
+                        function.get("name"),
+                        function.get("arguments"),
+                        whole=True,
+                    )
+                )
+        if obj.get("done") is True:
+            usage = {k: obj[k] for k in _USAGE_FIELDS if k in obj}
+            if usage:
+                out.append(Usage(number, usage))
+            out.append(Finish(number, 0, obj.get("done_reason") or "stop"))
+            out.append(StreamEnd(number))
+        return out
+
+    def message_ops(self, body: bytes) -> list:
+        obj = self._load(body, 1)
+        return [] if obj is None else self._line_ops(obj, 1)

@@ -1,0 +1,159 @@
+"""OpenAI Responses API streams (``/v1/responses``; also Azure, Ollama, vLLM, LM Studio, OpenRouter).
+
+A function call is an output item: ``output_item.added`` names it (``call_id``, ``name``), argument
+deltas name it by ``output_index`` (kept even where ``item_id`` rotates on every event, as GitHub
+Copilot's endpoint does) or else by ``item_id``. ``function_call_arguments.done`` and
+``output_item.done`` restate the whole arguments: used when no delta came (LM Studio sends none),
+compared with the deltas otherwise.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..warnings import WarningLog
+from ._common import JsonDialect, as_dict, as_int
+
+_TEXT_EVENTS = {
+    "response.output_text.delta": "text",
+    "response.refusal.delta": "refusal",
+    "response.reasoning_summary_text.delta": "reasoning",
+    "response.reasoning_text.delta": "reasoning",
+}
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+_CALL_ITEMS = ("function_call",)
+
+
+class ResponsesDialect(JsonDialect):
+    format = "openai-responses"
+    framing = "sse"
+
+    def __init__(self, warnings: WarningLog) -> None:
+        super().__init__(warnings)
+        self._index_of_item: dict[str, int] = {}  # item_id -> output_index, from output_item.added
+        self._streamed: dict[int, list[int]] = {}  # output_index -> [length, crc32] of its deltas
+        self._names: dict[int, str | None] = {}  # output_index -> name, for the mismatch warning
+
+    def ops(self, event, number: int) -> list:
+        if event.data == b"[DONE]":  # some clones add one; the terminal event is the end marker
+            return []
+        obj = self._load(event.data, number)
+        if obj is None:
+            return []
+        kind = obj.get("type") or event.type
+        out: list = []
+        if kind == "response.function_call_arguments.delta":
+            index = self._index(obj)
+            delta = obj.get("delta")
+            if type(delta) is str:
+                seen = self._streamed.get(index)
+                if seen is None:
+                    seen = self._streamed[index] = [0, 0]
+                seen[0] += len(delta)
+                seen[1] = zlib.crc32(delta.encode(), seen[1])
+            out.append(ToolCallDelta(number, 0, None, index, None, delta))
+        elif kind in _TEXT_EVENTS:
+            delta = obj.get("delta")
+            if type(delta) is str and delta:
+                out.append(TextDelta(number, 0, _TEXT_EVENTS[kind], delta))
+        elif kind == "response.output_item.added":
+            item = as_dict(obj.get("item"))
+            if item.get("type") in _CALL_ITEMS:
+                index = as_int(obj.get("output_index"))
+                if type(item.get("id")) is str and index is not None:
+                    self._index_of_item[item["id"]] = index
+                self._names[index] = item.get("name")
+                out.append(
+                    ToolCallDelta(
+                        number, 0, item.get("call_id") or item.get("id"), index, item.get("name"), None
+                    )
+                )
+        elif kind == "response.function_call_arguments.done":
+            self._final(self._index(obj), obj.get("arguments"), number, out)
+        elif kind == "response.output_item.done":
+            item = as_dict(obj.get("item"))
+            if item.get("type") in _CALL_ITEMS:
+                self._final(as_int(obj.get("output_index")), item.get("arguments"), number, out)
+        elif kind in _TERMINAL:
+            self._terminal(kind, as_dict(obj.get("response")), number, out)
+        elif kind in ("response.created", "response.in_progress", "response.queued"):
+            response = as_dict(obj.get("response"))
+            if response.get("model") or response.get("id"):
+                out.append(Meta(number, response.get("model") or None, response.get("id") or None))
+        elif kind == "error":
+            # Both shapes seen: top-level code/message (SDK type), or nested under "error".
+            out.append(
+                ProviderError(number, obj.get("error") or {k: v for k, v in obj.items() if k != "type"})
+            )
+        return out
+
+    def _index(self, obj: dict) -> int | None:
+        index = as_int(obj.get("output_index"))
+        if index is None and type(obj.get("item_id")) is str:
+            index = self._index_of_item.get(obj["item_id"])
+        return index
+
+    def _final(self, index: int | None, arguments, number: int, out: list) -> None:
+        if type(arguments) is not str or index is None:
+            return
+        seen = self._streamed.get(index)
+        if seen is None:
+            # No delta carried these arguments: the restatement is all there is. Mark it streamed so
+            # output_item.done, restating them again, does not add them twice.
+            self._streamed[index] = [len(arguments), zlib.crc32(arguments.encode())]
+            out.append(ToolCallDelta(number, 0, None, index, None, arguments))
+        elif seen != [len(arguments), zlib.crc32(arguments.encode())]:
+            self._warn.add(
+                "arguments-mismatch",
+                f"event {number}: the final arguments of output item {index} ({self._names.get(index)}) "
+                "differ from what its deltas carried",
+                event=number,
+                output_index=index,
+                name=self._names.get(index),
+                final=arguments[:4096],
+            )
+            seen[:] = [len(arguments), zlib.crc32(arguments.encode())]  # warn once per restatement
+
+    def _terminal(self, kind: str, response: dict, number: int, out: list) -> None:
+        if response.get("model") or response.get("id"):
+            out.append(Meta(number, response.get("model") or None, response.get("id") or None))
+        if type(response.get("usage")) is dict:
+            out.append(Usage(number, response["usage"]))
+        if kind == "response.failed":
+            out.append(ProviderError(number, response.get("error") or {"status": "failed"}))
+        status = response.get("status") or kind.rsplit(".", 1)[1]
+        out.append(Finish(number, 0, status))
+        out.append(StreamEnd(number))
+
+    def message_ops(self, body: bytes) -> list:
+        obj = self._load(body, 1)
+        if obj is None:
+            return []
+        out: list = []
+        if type(obj.get("error")) is dict and obj.get("object") != "response":
+            out.append(ProviderError(1, obj["error"]))
+            return out
+        for position, item in enumerate(obj.get("output") or ()):
+            if type(item) is not dict:
+                continue
+            kind = item.get("type")
+            if kind in _CALL_ITEMS:
+                arguments = item.get("arguments")
+                out.append(
+                    ToolCallDelta(
+                        1, 0, item.get("call_id") or item.get("id"), position, item.get("name"), arguments
+                    )
+                )
+            elif kind == "message":
+                for part in item.get("content") or ():
+                    if type(part) is dict and part.get("type") == "output_text" and part.get("text"):
+                        out.append(TextDelta(1, 0, "text", part["text"]))
+                    elif type(part) is dict and part.get("type") == "refusal" and part.get("refusal"):
+                        out.append(TextDelta(1, 0, "refusal", part["refusal"]))
+            elif kind == "reasoning":
+                for part in (item.get("summary") or []) + (item.get("content") or []):
+                    if type(part) is dict and type(part.get("text")) is str and part["text"]:
+                        out.append(TextDelta(1, 0, "reasoning", part["text"]))
+        self._terminal("response." + str(obj.get("status") or "completed"), obj, 1, out)
+        return out

@@ -1,0 +1,546 @@
+"""Every wire format: the reference examples, interleaved and sequential calls, and each format's quirks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streams import (
+    CALL_NAMES,
+    DATA,
+    EXPECTED_ARGS,
+    INTERLEAVED_STEPS,
+    SEQUENTIAL_STEPS,
+    all_calls,
+    aws_frame,
+    codes,
+    converse_frames,
+    invoke_frames,
+    named_sse,
+    warning,
+)
+
+from accumulator import FORMATS, StreamAccumulator, analyze, analyze_message, detect_format
+
+# --- builders: the same steps in each format's own events --------------------------------------------
+
+
+def responses_stream(steps, *, rotate_item_ids=False, drop_output_index=False, end=True) -> bytes:
+    events = [("response.created", {"response": {"id": "resp_1", "model": "gpt-5", "status": "in_progress"}})]
+    for n, step in enumerate(steps):
+        call = step[1]
+        if step[0] == "start":
+            item = {"id": f"fc_{call}", "type": "function_call", "status": "in_progress", "arguments": ""}
+            item |= {"call_id": f"call_{call}", "name": CALL_NAMES[call]}
+            events.append(("response.output_item.added", {"output_index": call, "item": item}))
+        else:
+            delta = {"item_id": f"fc_{call}" + (f"_{n}" if rotate_item_ids else ""), "delta": step[2]}
+            if not drop_output_index:
+                delta["output_index"] = call
+            events.append(("response.function_call_arguments.delta", delta))
+    if end:
+        usage = {"input_tokens": 9, "output_tokens": 9, "total_tokens": 18}
+        response = {"id": "resp_1", "model": "gpt-5", "status": "completed", "usage": usage}
+        events.append(("response.completed", {"response": response}))
+    return named_sse(*events)
+
+
+def anthropic_events(steps, *, end=True) -> list[dict]:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": []}
+    events = [
+        {"type": "message_start", "message": {**message, "usage": {"input_tokens": 5, "output_tokens": 1}}}
+    ]
+    for step in steps:
+        call = step[1]
+        if step[0] == "start":
+            block = {"type": "tool_use", "id": f"toolu_{call}", "name": CALL_NAMES[call], "input": {}}
+            events.append({"type": "content_block_start", "index": call + 1, "content_block": block})
+        else:
+            delta = {"type": "input_json_delta", "partial_json": step[2]}
+            events.append({"type": "content_block_delta", "index": call + 1, "delta": delta})
+    if end:
+        events.append(
+            {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 40}}
+        )
+        events.append({"type": "message_stop"})
+    return events
+
+
+def anthropic_stream(steps, **kw) -> bytes:
+    return named_sse(*[(e["type"], e) for e in anthropic_events(steps, **kw)])
+
+
+def converse_stream(steps, *, end=True) -> bytes:
+    events = [("messageStart", {"role": "assistant"})]
+    for step in steps:
+        call = step[1]
+        if step[0] == "start":
+            tool = {"toolUseId": f"tooluse_{call}", "name": CALL_NAMES[call]}
+            events.append(("contentBlockStart", {"contentBlockIndex": call, "start": {"toolUse": tool}}))
+        else:
+            delta = {"toolUse": {"input": step[2]}}
+            events.append(("contentBlockDelta", {"contentBlockIndex": call, "delta": delta}))
+    if end:
+        events.append(("messageStop", {"stopReason": "tool_use"}))
+        events.append(("metadata", {"usage": {"inputTokens": 5, "outputTokens": 9, "totalTokens": 14}}))
+    return converse_frames(*events)
+
+
+def invoke_stream(steps, **kw) -> bytes:
+    return invoke_frames(*anthropic_events(steps, **kw))
+
+
+def cohere_stream(steps, *, end=True) -> bytes:
+    events = [("message-start", {"id": "c-1", "delta": {"message": {"role": "assistant"}}})]
+    for step in steps:
+        call = step[1]
+        if step[0] == "start":
+            tool = {"id": f"{CALL_NAMES[call]}_x{call}", "type": "function"}
+            tool["function"] = {"name": CALL_NAMES[call], "arguments": ""}
+            events.append(("tool-call-start", {"index": call, "delta": {"message": {"tool_calls": tool}}}))
+        else:
+            tool = {"function": {"arguments": step[2]}}
+            events.append(("tool-call-delta", {"index": call, "delta": {"message": {"tool_calls": tool}}}))
+    if end:
+        events.append(("message-end", {"delta": {"finish_reason": "TOOL_CALL", "usage": {"tokens": {}}}}))
+    return named_sse(*events)
+
+
+FRAGMENTED = {
+    "openai-responses": (responses_stream, ["call_0", "call_1"]),
+    "anthropic-messages": (anthropic_stream, ["toolu_0", "toolu_1"]),
+    "bedrock-converse": (converse_stream, ["tooluse_0", "tooluse_1"]),
+    "bedrock-invoke": (invoke_stream, ["toolu_0", "toolu_1"]),
+    "cohere-v2": (cohere_stream, ["search_circulars_x0", "get_user_profile_x1"]),
+}
+
+
+@pytest.mark.parametrize("format", FRAGMENTED)
+def test_interleaved_fragments_give_correct_calls_and_recency_misroute(format):
+    build, ids = FRAGMENTED[format]
+    body = build(INTERLEAVED_STEPS)
+    assert detect_format(body) == format
+    result = analyze(body, format)
+    assert result["format"] == format and result["complete"] is True
+    assert all_calls(result) == list(zip(ids, CALL_NAMES, EXPECTED_ARGS, strict=True))
+    misroute = warning(result, "recency-misroute")
+    assert misroute["would_build"][1]["arguments"] == '{"query": "RBI{"user_id": "u circulars"}123"}'
+    assert codes(result) == ["recency-misroute"]
+
+
+@pytest.mark.parametrize("format", FRAGMENTED)
+def test_sequential_fragments_raise_nothing(format):
+    build, ids = FRAGMENTED[format]
+    result = analyze(build(SEQUENTIAL_STEPS), format)
+    assert all_calls(result) == list(zip(ids, CALL_NAMES, EXPECTED_ARGS, strict=True))
+    assert result["warnings"] == [] and result["complete"] is True
+
+
+@pytest.mark.parametrize("format", FRAGMENTED)
+def test_a_stream_without_its_end_marker_is_truncated(format):
+    build, _ = FRAGMENTED[format]
+    result = analyze(build(SEQUENTIAL_STEPS[:3], end=False), format)
+    assert result["complete"] is False and "truncated-stream" in codes(result)
+
+
+@pytest.mark.parametrize("format", FRAGMENTED)
+def test_any_chunking_gives_the_same_result(format):
+    build, _ = FRAGMENTED[format]
+    body = build(INTERLEAVED_STEPS)
+    whole = analyze(body, format)
+    for size in (1, 2, 7, 64):
+        accumulator = StreamAccumulator(format)
+        for i in range(0, len(body), size):
+            accumulator.feed(body[i : i + size])
+        assert accumulator.finish() == whole
+
+
+# --- the reference examples --------------------------------------------------------------------------
+
+EXAMPLES = [
+    ("openai_responses_parallel.sse", "openai-responses", "completed"),
+    ("anthropic_messages_parallel.sse", "anthropic-messages", "tool_use"),
+    ("gemini_parallel.sse", "gemini", "STOP"),
+    ("gemini_parallel.json", "gemini", "STOP"),
+    ("gemini_vertex_partialargs_parallel.sse", "gemini", "STOP"),
+    ("bedrock_converse_parallel.bin", "bedrock-converse", "tool_use"),
+    ("bedrock_invoke_anthropic_parallel.bin", "bedrock-invoke", "tool_use"),
+    ("cohere_v2_parallel.sse", "cohere-v2", "TOOL_CALL"),
+    ("ollama_chat_parallel.ndjson", "ollama-chat", "stop"),
+]
+
+
+@pytest.mark.parametrize("name,format,finish", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_reference_example_reconstructs(name, format, finish):
+    body = (DATA / name).read_bytes()
+    assert detect_format(body) == format
+    result = analyze(body, format)
+    assert result["warnings"] == [] and result["complete"] is True
+    names = [c[1] for c in all_calls(result)]
+    assert names == ["get_weather", "get_time"]
+    arguments = [json.loads(c[2]) for c in all_calls(result)]
+    assert arguments == [{"city": "Paris"}, {"tz": "Europe/Paris"}]
+    assert result["choices"][0]["finish_reason"] == finish
+    assert result["usage"]
+
+
+def test_examples_keep_text_and_reasoning():
+    anthropic = analyze((DATA / "anthropic_messages_parallel.sse").read_bytes(), "anthropic-messages")
+    assert anthropic["choices"][0]["reasoning"] == "Two independent lookups; call both tools at once."
+    assert anthropic["choices"][0]["text"] == "Checking both now."
+    responses = analyze((DATA / "openai_responses_parallel.sse").read_bytes(), "openai-responses")
+    assert responses["choices"][0]["reasoning"] == "**Planning two lookups**"
+    assert responses["model"] == "gpt-5-2025-08-07" and responses["usage"]["total_tokens"] == 155
+    cohere = analyze((DATA / "cohere_v2_parallel.sse").read_bytes(), "cohere-v2")
+    assert cohere["choices"][0]["reasoning"] == "I will look up the weather and the time."
+    ollama = analyze((DATA / "ollama_chat_parallel.ndjson").read_bytes(), "ollama-chat")
+    assert ollama["choices"][0]["reasoning"] == "User wants weather and time."
+    assert ollama["usage"]["eval_count"] == 58 and ollama["model"] == "qwen3:8b"
+    gemini = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini")
+    assert gemini["choices"][0]["reasoning"].startswith("**Planning lookups**")
+    assert [c[0] for c in all_calls(gemini)] == ["call_4162774", "call_4162775"]
+    assert gemini["model"] == "gemini-3-flash-preview"
+
+
+def test_gemini_sse_and_json_array_give_the_same_calls():
+    sse = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini")
+    array = analyze((DATA / "gemini_parallel.json").read_bytes(), "gemini")
+    assert all_calls(sse) == all_calls(array)
+
+
+def test_every_format_has_an_example_or_a_builder():
+    covered = {format for _, format, _ in EXAMPLES} | set(FRAGMENTED) | {"openai-chat"}
+    assert covered == set(FORMATS)
+
+
+# --- quirks ------------------------------------------------------------------------------------------
+
+
+def test_responses_item_id_rotating_per_event_is_routed_by_output_index():
+    # Q19: GitHub Copilot's /responses gives every event a new item_id.
+    result = analyze(responses_stream(INTERLEAVED_STEPS, rotate_item_ids=True), "openai-responses")
+    assert [c[2] for c in all_calls(result)] == EXPECTED_ARGS
+
+
+def test_responses_without_output_index_falls_back_to_item_id():
+    result = analyze(responses_stream(INTERLEAVED_STEPS, drop_output_index=True), "openai-responses")
+    assert [c[2] for c in all_calls(result)] == EXPECTED_ARGS
+
+
+def _responses_done(arguments: str, *, deltas: list[str]) -> bytes:
+    item = {"id": "fc_9", "type": "function_call", "call_id": "call_9", "name": "weather", "arguments": ""}
+    events = [("response.output_item.added", {"output_index": 0, "item": item})]
+    events += [
+        ("response.function_call_arguments.delta", {"item_id": "fc_9", "output_index": 0, "delta": d})
+        for d in deltas
+    ]
+    events.append(
+        (
+            "response.function_call_arguments.done",
+            {"item_id": "fc_9", "output_index": 0, "arguments": arguments},
+        )
+    )
+    events.append(
+        ("response.output_item.done", {"output_index": 0, "item": {**item, "arguments": arguments}})
+    )
+    events.append(("response.completed", {"response": {"id": "r", "status": "completed"}}))
+    return named_sse(*events)
+
+
+def test_responses_arguments_only_in_the_done_events_are_used_once():
+    # LM Studio sends no argument deltas: only .done and output_item.done carry them.
+    result = analyze(_responses_done('{"location":"SF"}', deltas=[]), "openai-responses")
+    assert all_calls(result) == [("call_9", "weather", '{"location":"SF"}')]
+    assert result["warnings"] == []
+
+
+def test_responses_deltas_that_disagree_with_done_are_flagged():
+    result = analyze(
+        _responses_done('{"location":"SF"}', deltas=['{"location":', '"LA"}']), "openai-responses"
+    )
+    assert all_calls(result) == [("call_9", "weather", '{"location":"LA"}')]  # what the deltas built
+    mismatch = warning(result, "arguments-mismatch")
+    assert mismatch["final"] == '{"location":"SF"}'
+    assert codes(result).count("arguments-mismatch") == 1
+
+
+def test_responses_error_event_and_failed_response():
+    events = [
+        ("response.created", {"response": {"id": "r", "model": "m"}}),
+        ("error", {"error": {"type": "insufficient_quota", "message": "quota"}}),
+        ("response.failed", {"response": {"id": "r", "status": "failed", "error": {"code": "server_error"}}}),
+    ]
+    result = analyze(named_sse(*events), "openai-responses")
+    assert result["complete"] is False and codes(result).count("provider-error") == 2
+    assert result["choices"][0]["finish_reason"] == "failed"
+
+
+def test_anthropic_midstream_error_example():
+    result = analyze((DATA / "anthropic_messages_midstream_error.sse").read_bytes(), "anthropic-messages")
+    assert result["complete"] is False
+    assert "Overloaded" in warning(result, "provider-error")["message"]
+    assert "truncated-stream" in codes(result) and "invalid-arguments" in codes(result)
+
+
+def test_anthropic_zero_argument_call_is_valid():
+    events = anthropic_events([("start", 0), ("args", 0, "")])
+    result = analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages")
+    # Anthropic's input is an object: no fragment at all means {} (Chat keeps "", a string as sent).
+    assert all_calls(result) == [("toolu_0", "search_circulars", "{}")] and result["warnings"] == []
+
+
+def test_anthropic_duplicate_message_start_is_ignored_but_flagged():
+    events = anthropic_events(SEQUENTIAL_STEPS)
+    events.insert(1, events[0])
+    result = analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages")
+    assert [c[2] for c in all_calls(result)] == EXPECTED_ARGS
+    restart = warning(result, "message-restart")
+    assert restart["duplicate"] is True and codes(result) == ["message-restart"]
+
+
+def test_anthropic_spliced_second_message_keeps_both_calls():
+    # Q20: an intermediary retried mid-generation and spliced a second message into the body.
+    first = anthropic_events([("start", 0), ("args", 0, '{"query": "RB')], end=False)
+    second = anthropic_events(SEQUENTIAL_STEPS[:3])
+    second[0]["message"]["id"] = "msg_2"
+    second[1]["content_block"]["id"] = "toolu_retry"  # the retried generation names its own call
+    result = analyze(named_sse(*[(e["type"], e) for e in first + second]), "anthropic-messages")
+    assert [c[2] for c in all_calls(result)] == ['{"query": "RB', EXPECTED_ARGS[0]]
+    restart = warning(result, "message-restart")
+    assert restart["duplicate"] is False and restart["second_id"] == "msg_2"
+    assert "invalid-arguments" in codes(result)
+
+
+def test_anthropic_whole_input_in_the_start_block_is_used_when_no_delta_follows():
+    events = anthropic_events([("start", 0)])
+    events[1]["content_block"]["input"] = {"query": "x"}
+    events.insert(2, {"type": "content_block_stop", "index": 1})
+    result = analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages")
+    assert all_calls(result) == [("toolu_0", "search_circulars", '{"query":"x"}')]
+
+
+def test_bedrock_exception_frame_is_a_provider_error():
+    body = converse_stream(SEQUENTIAL_STEPS[:2], end=False) + aws_frame(
+        {
+            ":exception-type": "throttlingException",
+            ":content-type": "application/json",
+            ":message-type": "exception",
+        },
+        b'{"message":"Too many requests"}',
+    )
+    result = analyze(body, "bedrock-converse")
+    error = warning(result, "provider-error")
+    assert error["error"]["type"] == "throttlingException" and result["complete"] is False
+
+
+def test_bedrock_corrupt_frame_is_malformed_and_the_stream_goes_on():
+    good = converse_stream(SEQUENTIAL_STEPS)
+    frames = []
+    rest = good
+    while rest:
+        size = int.from_bytes(rest[:4], "big")
+        frames.append(rest[:size])
+        rest = rest[size:]
+    broken = bytearray(frames[2])
+    broken[-6] ^= 0xFF  # payload byte: the message CRC no longer matches
+    body = b"".join(frames[:2]) + bytes(broken) + b"".join(frames[3:])
+    result = analyze(body, "bedrock-converse")
+    assert "malformed-event" in codes(result)
+    assert [c[1] for c in all_calls(result)] == CALL_NAMES  # later frames still read
+
+
+def test_gemini_parts_without_ids_are_separate_calls():
+    chunk = {
+        "candidates": [
+            {
+                "content": {
+                    "parts": [
+                        {"functionCall": {"name": "a", "args": {"x": 1}}},
+                        {"functionCall": {"name": "a", "args": {"x": 2}}},
+                    ]
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    body = f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+    result = analyze(body, "gemini")
+    assert all_calls(result) == [(None, "a", '{"x":1}'), (None, "a", '{"x":2}')]
+    assert result["warnings"] == [] and result["complete"] is True
+
+
+def test_gemini_without_finish_reason_is_truncated_and_error_chunk_is_reported():
+    body = b'data: {"candidates":[{"content":{"parts":[{"text":"hi"}]}}]}\r\n\r\n'
+    body += b'data: {"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}\r\n\r\n'
+    result = analyze(body, "gemini")
+    assert result["complete"] is False
+    assert "provider-error" in codes(result) and "truncated-stream" in codes(result)
+
+
+def test_gemini_json_array_cut_before_its_end():
+    body = (DATA / "gemini_parallel.json").read_bytes()
+    result = analyze(body[: body.rindex(b"]")], "gemini")  # no closing bracket, last chunk still has STOP
+    assert result["complete"] is True and [c[1] for c in all_calls(result)] == ["get_weather", "get_time"]
+    cut = analyze(body[: body.index(b"get_time")], "gemini")
+    assert cut["complete"] is False and "truncated-stream" in codes(cut)
+
+
+def test_gemini_partial_args_cut_mid_call_shows_what_arrived():
+    body = (DATA / "gemini_vertex_partialargs_parallel.sse").read_bytes()
+    result = analyze(body[: body.index(b'"stringValue":"is"')], "gemini")
+    assert all_calls(result) == [(None, "get_weather", '{"city":"Par"}')]
+    assert result["complete"] is False
+
+
+def test_ollama_whole_calls_sharing_an_index_stay_separate():
+    lines = [
+        {
+            "model": "llama3",
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"index": 0, "name": "add_new_task", "arguments": {"t": 1}}}],
+            },
+            "done": False,
+        },
+        {
+            "model": "llama3",
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"index": 0, "name": "add_ideas", "arguments": {"i": 2}}}],
+            },
+            "done": False,
+        },
+        {
+            "model": "llama3",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+        },
+    ]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    result = analyze(body, "ollama-chat")
+    assert all_calls(result) == [(None, "add_new_task", '{"t":1}'), (None, "add_ideas", '{"i":2}')]
+    assert codes(result) == ["index-collision"]  # an index-keyed client builds add_new_taskadd_ideas
+
+
+def test_ollama_error_line():
+    body = b'{"model":"m","message":{"role":"assistant","content":"hi"},"done":false}\n{"error":"model crashed"}\n'
+    result = analyze(body, "ollama-chat")
+    assert "model crashed" in warning(result, "provider-error")["message"]
+    assert result["complete"] is False
+
+
+def test_cohere_error_finish():
+    body = cohere_stream([])[:-1]
+    body = named_sse(("message-start", {"id": "c"}), ("message-end", {"delta": {"finish_reason": "ERROR"}}))
+    result = analyze(body, "cohere-v2")
+    assert result["complete"] is False and "provider-error" in codes(result)
+
+
+# --- non-streamed responses of each API --------------------------------------------------------------
+
+MESSAGES = {
+    "openai-responses": {
+        "object": "response",
+        "status": "completed",
+        "model": "gpt-5",
+        "output": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a":1}'}],
+    },
+    "anthropic-messages": {
+        "type": "message",
+        "model": "claude",
+        "content": [
+            {"type": "text", "text": "ok"},
+            {"type": "tool_use", "id": "c1", "name": "f", "input": {"a": 1}},
+        ],
+        "stop_reason": "tool_use",
+    },
+    "gemini": {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"id": "c1", "name": "f", "args": {"a": 1}}}]},
+                "finishReason": "STOP",
+            }
+        ]
+    },
+    "bedrock-converse": {
+        "output": {
+            "message": {"content": [{"toolUse": {"toolUseId": "c1", "name": "f", "input": {"a": 1}}}]}
+        },
+        "stopReason": "tool_use",
+    },
+    "cohere-v2": {
+        "id": "x",
+        "finish_reason": "TOOL_CALL",
+        "message": {"tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": '{"a":1}'}}]},
+    },
+    "ollama-chat": {
+        "model": "m",
+        "message": {"tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"a": 1}}}]},
+        "done": True,
+    },
+}
+
+
+@pytest.mark.parametrize("format", MESSAGES)
+def test_non_streamed_responses(format):
+    result = analyze_message(json.dumps(MESSAGES[format]).encode(), format)
+    assert result["streamed"] is False and result["complete"] is True
+    assert [(c[0], c[1], json.loads(c[2])) for c in all_calls(result)] == [("c1", "f", {"a": 1})]
+    assert result["warnings"] == []
+
+
+# --- compressed streams ------------------------------------------------------------------------------
+
+
+def _compress(body: bytes, encoding: str) -> bytes:
+    from mitmproxy.net.encoding import encode  # the test's encoder; the core decodes on its own
+
+    return encode(body, encoding)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
+@pytest.mark.parametrize("format", ["anthropic-messages", "bedrock-converse"])
+def test_compressed_streams_are_decoded_incrementally(format, encoding):
+    build, _ = FRAGMENTED[format]
+    body = build(INTERLEAVED_STEPS)
+    wire = _compress(body, encoding)
+    accumulator = StreamAccumulator(format, encoding=encoding)
+    for i in range(0, len(wire), 3):
+        accumulator.feed(wire[i : i + 3])
+    result = accumulator.finish()
+    plain = analyze(body, format)
+    assert result == {**plain, "stats": {**plain["stats"], "bytes": len(wire)}}
+
+
+def test_unknown_format_behind_compression_is_still_recognised():
+    body = (DATA / "cohere_v2_parallel.sse").read_bytes()
+    result = analyze(_compress(body, "gzip"), None, encoding="gzip")
+    assert result["format"] == "cohere-v2" and len(all_calls(result)) == 2
+
+
+def test_decompression_bomb_stops_analysis_with_a_warning():
+    import zlib
+
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+    wire = bomb.compress(b"data: " + b"x" * (50 * 1024 * 1024)) + bomb.flush()  # 50 MiB from ~50 KiB
+    accumulator = StreamAccumulator("openai-chat", encoding="gzip", max_decoded_bytes=1024 * 1024)
+    for i in range(0, len(wire), 16384):
+        accumulator.feed(wire[i : i + 16384])
+    result = accumulator.finish()
+    assert "decoded-size-cap" in codes(result) and result["complete"] is False
+    assert result["stats"]["bytes"] == len(wire)
+
+
+@pytest.mark.parametrize(
+    "encoding,wire,message",
+    [("gzip", b"\x1f\x8b\x08\x00garbage-not-deflate", "corrupt"), ("compress", b"whatever", "unsupported")],
+)
+def test_undecodable_bodies_stop_analysis_with_a_warning(encoding, wire, message):
+    accumulator = StreamAccumulator("openai-chat", encoding=encoding)
+    accumulator.feed(wire)
+    result = accumulator.finish()
+    failed = warning(result, "decoding-failed")
+    assert message in failed["message"] and result["complete"] is False
