@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from mitmproxy import ctx, exceptions, http
 
 from accumulator import StreamAccumulator, analyze_message, classify_exchange, failure_result
-from accumulator.detect import format_for_path
+from accumulator.detect import STREAM_CONTENT_TYPES, path_format
 from accumulator.report import summary_line
 
 logger = logging.getLogger("toolcall_lens")
@@ -34,7 +34,7 @@ class StreamWatch:
 
     __slots__ = ("accumulator", "body_cap", "chunks", "failure", "format", "inner", "kept", "seen")
 
-    def __init__(self, accumulator: StreamAccumulator, format: str, body_cap: int, inner=None) -> None:
+    def __init__(self, accumulator: StreamAccumulator, format: str | None, body_cap: int, inner=None) -> None:
         self.accumulator = accumulator
         self.format = format
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
@@ -60,8 +60,8 @@ class StreamWatch:
             self.failure = _describe(exc)
         return chunk
 
-    def finish(self) -> tuple[dict, bytes]:
-        """The result and the kept body. Never raises."""
+    def finish(self) -> tuple[dict | None, bytes]:
+        """The result (None: not an LLM stream after all) and the kept body. Never raises."""
         try:
             if self.failure is None:
                 if self.seen > self.kept and self.body_cap:
@@ -73,10 +73,13 @@ class StreamWatch:
                     )
                 result = self.accumulator.finish()
             else:
-                result = failure_result(self.format, self.failure, nbytes=self.seen)
+                result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
         except Exception as exc:  # noqa: BLE001
-            result = failure_result(self.format, _describe(exc), nbytes=self.seen)
+            result = failure_result(self._format_name(), _describe(exc), nbytes=self.seen)
         return result, b"".join(self.chunks)
+
+    def _format_name(self) -> str:
+        return self.accumulator.format or self.format or "unknown"
 
 
 class ToolcallLens:
@@ -123,11 +126,12 @@ class ToolcallLens:
         kind = self._classify(flow)
         if kind is None or not kind[1]:
             return  # not an LLM stream: no callable, no cost (a JSON response is read in `response`)
-        format = kind[0]
+        format = kind[0]  # None: a stream on a path we do not know, recognised from its first bytes
         accumulator = StreamAccumulator(
             format,
             request=flow.request.get_content(strict=False),
             max_event_bytes=ctx.options.toolcall_lens_event_cap,
+            encoding=flow.response.headers.get("content-encoding"),
         )
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
@@ -164,9 +168,12 @@ class ToolcallLens:
     def done(self) -> None:
         self.watches.clear()
 
-    def _classify(self, flow: http.HTTPFlow) -> tuple[str, bool] | None:
-        # The path check comes first and costs a string comparison: other traffic pays nothing more.
-        if flow.response is None or format_for_path(flow.request.path) is None:
+    def _classify(self, flow: http.HTTPFlow) -> tuple[str | None, bool] | None:
+        # The path and content type come first and cost a few string checks: other traffic pays no more.
+        if flow.response is None:
+            return None
+        content_type = flow.response.headers.get("content-type", "").lower()
+        if path_format(flow.request.path) is None and not content_type.startswith(STREAM_CONTENT_TYPES):
             return None
         hosts = ctx.options.toolcall_lens_hosts
         if hosts and not any(
@@ -175,17 +182,14 @@ class ToolcallLens:
             for host in (flow.request.host, flow.request.pretty_host)
         ):
             return None
-        return classify_exchange(
-            flow.request.path,
-            flow.response.headers.get("content-type"),
-            flow.request.get_content(strict=False),
-        )
+        return classify_exchange(flow.request.path, content_type, flow.request.get_content(strict=False))
 
     def _finish_stream(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         result, body = watch.finish()
         if watch.body_cap and flow.response is not None:
             flow.response.raw_content = body
-        self._annotate(flow, result)
+        if result is not None:  # None: a stream of unknown format that was no LLM stream we read
+            self._annotate(flow, result)
 
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
         flow.metadata[METADATA_KEY] = result

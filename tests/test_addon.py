@@ -106,7 +106,7 @@ def test_chat_completions_paths_are_detected(lens, path):
 @pytest.mark.parametrize(
     "path,content_type,request_body",
     [
-        ("/v1/embeddings", "text/event-stream", {"stream": True}),
+        ("/v1/embeddings", "application/json", {}),
         ("/health", "text/plain", {}),
         ("/v1/chat/completions", "application/json", {"stream": False}),  # read in `response`, not streamed
         ("/v1/chat/completions", None, {"stream": False}),
@@ -118,6 +118,43 @@ def test_everything_else_gets_no_stream_callable(lens, path, content_type, reque
     lens.responseheaders(flow)
     assert not flow.response.stream
     assert lens.watches == {}
+
+
+def test_stream_on_an_unknown_path_is_recognised_from_its_first_events(lens):
+    flow = llm_flow(path="/gateway/llm/stream", request={"model": "m"})
+    stream_through(lens, flow, PRODUCTION)
+    result = flow.metadata["toolcall_lens"]
+    assert result["format"] == "openai-chat" and "recency-misroute" in flow.comment
+
+
+def test_non_llm_stream_on_an_unknown_path_passes_unchanged_and_unannotated(lens):
+    flow = llm_flow(path="/notifications", request={})
+    body = b"".join(b'event: tick\ndata: {"n": %d}\n\n' % n for n in range(50))
+    sent = pieces(body)
+    received = stream_through(lens, flow, sent)
+    assert all(a is b for a, b in zip(received, sent, strict=False))
+    assert "toolcall_lens" not in flow.metadata and not flow.comment and not flow.marked
+    assert flow.response.raw_content == body  # kept, as mitmproxy would have without the addon
+    assert lens.watches == {}
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd", "deflate"])
+def test_compressed_stream_is_decoded_for_analysis_only(lens, encoding):
+    from mitmproxy.net.encoding import encode
+
+    flow = llm_flow()
+    flow.response.headers["content-encoding"] = encoding
+    wire = encode(PRODUCTION, encoding)
+    sent = pieces(wire, 17)
+    received = stream_through(lens, flow, sent)
+    assert all(a is b for a, b in zip(received, sent, strict=False))  # the client gets the compressed bytes
+    assert flow.response.raw_content == wire
+    result = flow.metadata["toolcall_lens"]
+    assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == [
+        '{"query": "RBI circulars"}',
+        '{"user_id": "u123"}',
+    ]
+    assert [w["code"] for w in result["warnings"]] == ["recency-misroute"]
 
 
 def test_unlabelled_response_is_a_stream_when_the_request_asked_for_one(lens):
