@@ -32,6 +32,7 @@ class Job:
     format: str
     streamed: bool
     request: dict | bytes | None
+    encoding: str | None = None  # the Content-Encoding of a stream's body, decoded as the addon does
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
 
-    results = [_run(job) for job in jobs]
+    # A dump's stream on an unknown path that turns out to be no LLM stream gives no result.
+    done = [(job, result) for job in jobs if (result := _run(job)) is not None]
+    results = [result for _, result in done]
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results}) + b"\n")
     else:
-        print(
-            "\n\n".join(format_report(result, job.title) for job, result in zip(jobs, results, strict=True))
-        )
+        print("\n\n".join(format_report(result, job.title) for job, result in done))
     sys.stdout.flush()
     failed = any(w["severity"] == "warning" for result in results for w in result["warnings"])
     return 1 if failed else 0
@@ -73,13 +74,15 @@ class InputError(Exception):
     pass
 
 
-def _run(job: Job) -> dict:
+def _run(job: Job) -> dict | None:
     if job.streamed:
-        accumulator = StreamAccumulator(job.format, request=job.request)
+        accumulator = StreamAccumulator(job.format, request=job.request, encoding=job.encoding)
         body = job.body
         for start in range(0, len(body), _CHUNK):
             accumulator.feed(body[start : start + _CHUNK])
         result = accumulator.finish()
+        if result is None:
+            return None
     else:
         result = analyze_message(job.body, job.format, request=job.request)
     return {**result, "source": job.source}
@@ -139,7 +142,8 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
         if kind is None:
             continue
         url = flow.request.pretty_url
-        body = flow.response.get_content(strict=False)
+        # A stream is read from its bytes as sent (as the addon saw them); a JSON response decoded.
+        body = flow.response.raw_content if kind[1] else flow.response.get_content(strict=False)
         if body is None:
             print(
                 f"toolcall-lens: {path}: flow {flow.id} ({url}) has no stored body; record with "
@@ -155,6 +159,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
                 kind[0],
                 kind[1],
                 request if request is not None else flow_request,
+                flow.response.headers.get("content-encoding") if kind[1] else None,
             )
         )
     if not jobs:

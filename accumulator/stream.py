@@ -147,7 +147,9 @@ class StreamAccumulator:
     def _check_content(self) -> None:
         content = self._content
         if content.error is not None:
-            self._stop("decoding-failed", f"the compressed body is corrupt: {content.error}", error=content.error)
+            self._stop(
+                "decoding-failed", f"the compressed body is corrupt: {content.error}", error=content.error
+            )
         elif content.exceeded:
             # What was decoded up to the cap is still analysed; nothing after it.
             self.warnings.add(

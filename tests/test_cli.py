@@ -137,6 +137,8 @@ def _dump_with_flows(path: Path) -> list:
             ).encode(),
             {"stream": False},
         ),
+        flow("/notifications", "text/event-stream", b"event: tick\ndata: 1\n\n", {}),  # not an LLM stream
+        flow("/gateway/llm", "text/event-stream", (DATA / "cohere_v2_parallel.sse").read_bytes(), {}),
     ]
     with open(path, "wb") as f:
         writer = mio.FlowWriter(f)
@@ -151,10 +153,12 @@ def test_reads_mitmproxy_dumps_one_result_per_llm_flow(tmp_path, capsys):
     assert main([str(dump), "--json"]) == 1
     captured = capsys.readouterr()
     results = json.loads(captured.out)["results"]
-    assert [r["source"]["flow_id"] for r in results] == [flows[0].id, flows[3].id]
-    assert all(
-        r["source"]["file"] == str(dump) and "/v1/chat/completions" in r["source"]["url"] for r in results
-    )
+    # Flows on unknown paths are recognised by their first events, or left out.
+    assert [r["source"]["flow_id"] for r in results] == [flows[0].id, flows[3].id, flows[5].id]
+    assert results[2]["format"] == "cohere-v2"
+    assert all(r["source"]["file"] == str(dump) for r in results)
+    paths = ["/v1/chat/completions", "/v1/chat/completions", "/gateway/llm"]
+    assert [r["source"]["url"].endswith(p) for r, p in zip(results, paths, strict=True)] == [True] * 3
     assert [w["code"] for w in results[0]["warnings"]] == ["recency-misroute"]
     assert results[1]["streamed"] is False and results[1]["choices"][0]["text"] == "hi"
     assert f"flow {flows[2].id}" in captured.err and "no stored body" in captured.err
