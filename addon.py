@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions, http
 
-from accumulator import StreamAccumulator, analyze_message, classify_exchange, failure_result
+from accumulator import STRATEGIES, StreamAccumulator, analyze_message, classify_exchange, failure_result
 from accumulator.detect import STREAM_CONTENT_TYPES, path_format
 from accumulator.report import summary_line
 
@@ -112,11 +112,24 @@ class ToolcallLens:
             "Hosts whose LLM traffic is watched (glob patterns such as *.openai.azure.com); empty: all.",
         )
 
+        loader.add_option(
+            "toolcall_lens_strategies",
+            Sequence[str],
+            list(STRATEGIES),
+            f"Hazard strategies replayed on every stream (default: all: {', '.join(STRATEGIES)}).",
+        )
+
     def configure(self, updated) -> None:
         if "toolcall_lens_body_cap" in updated and ctx.options.toolcall_lens_body_cap < 0:
             raise exceptions.OptionsError("toolcall_lens_body_cap must be 0 or more bytes")
         if "toolcall_lens_event_cap" in updated and ctx.options.toolcall_lens_event_cap < 1:
             raise exceptions.OptionsError("toolcall_lens_event_cap must be at least 1 byte")
+        if "toolcall_lens_strategies" in updated:
+            unknown = [name for name in ctx.options.toolcall_lens_strategies if name not in STRATEGIES]
+            if unknown:
+                raise exceptions.OptionsError(
+                    f"toolcall_lens_strategies: unknown {unknown}; known: {', '.join(STRATEGIES)}"
+                )
         if "toolcall_lens_hosts" in updated:
             for pattern in ctx.options.toolcall_lens_hosts:
                 if not pattern or any(c.isspace() for c in pattern):
@@ -132,6 +145,7 @@ class ToolcallLens:
             request=flow.request.get_content(strict=False),
             max_event_bytes=ctx.options.toolcall_lens_event_cap,
             encoding=flow.response.headers.get("content-encoding"),
+            strategies=tuple(ctx.options.toolcall_lens_strategies),
         )
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies

@@ -127,10 +127,8 @@ class Assembly:
             arguments = op.arguments
             if arguments is not None and arguments != "":
                 call.fragments.append(arguments if type(arguments) is str else fragment_text(arguments))
-        if self.strategies:
-            ordinal = None if call is None else call.ordinal
-            for strategy in self.strategies:
-                strategy.observe(op, ordinal, created)
+        for strategy in self.strategies:
+            strategy.observe(op, call, created)
 
     def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
         call_id = real_id(op.id)

@@ -17,6 +17,7 @@ import orjson
 from .detect import classify_exchange, detect_format, sniff_message
 from .dialects import DIALECTS
 from .report import format_report
+from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .stream import StreamAccumulator, analyze_message
 
 _CHUNK = 64 * 1024
@@ -49,6 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--format", choices=sorted(DIALECTS), help="the wire format of raw bodies (default: detected)"
     )
+    parser.add_argument(
+        "--strategies",
+        type=_strategy_list,
+        default=DEFAULT_STRATEGIES,
+        metavar="NAME,...",
+        help=f"hazard strategies to replay (default: all: {','.join(STRATEGIES)}; 'none' for none)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -59,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # A dump's stream on an unknown path that turns out to be no LLM stream gives no result.
-    done = [(job, result) for job in jobs if (result := _run(job)) is not None]
+    done = [(job, result) for job in jobs if (result := _run(job, args.strategies)) is not None]
     results = [result for _, result in done]
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results}) + b"\n")
@@ -74,9 +82,21 @@ class InputError(Exception):
     pass
 
 
-def _run(job: Job) -> dict | None:
+def _strategy_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if names == ("none",):
+        return ()
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+    return names
+
+
+def _run(job: Job, strategies: tuple[str, ...]) -> dict | None:
     if job.streamed:
-        accumulator = StreamAccumulator(job.format, request=job.request, encoding=job.encoding)
+        accumulator = StreamAccumulator(
+            job.format, request=job.request, encoding=job.encoding, strategies=strategies
+        )
         body = job.body
         for start in range(0, len(body), _CHUNK):
             accumulator.feed(body[start : start + _CHUNK])

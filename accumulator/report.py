@@ -34,6 +34,12 @@ def format_report(result: dict, title: str | None = None) -> str:
                 lines.append(f"          would build {call['name']}({_one_line(call['arguments'], 200)})")
     else:
         lines.append("warnings: none")
+    compatibility = result.get("compatibility") or {}
+    if compatibility:
+        lines.append("compatibility (would a client following this rule rebuild the stream?):")
+        width = max(map(len, compatibility))
+        for name, verdict in compatibility.items():
+            lines.append(f"  {name:{width}}  {verdict['verdict']:6}  {verdict['reason']}")
     usage = result["usage"]
     if usage:
         parts = [

@@ -26,14 +26,22 @@ def build_result(
     events: int,
     nbytes: int,
     empty_arguments: str = "",
+    not_applicable: tuple[str, ...] = (),
 ) -> dict:
+    """``not_applicable``: strategies asked for that this format gives nothing to route (whole calls)."""
     choices = [assembly.choices[i] for i in sorted(assembly.choices)]
     for state in choices:
         _orphan_warning(state, warnings)
     out_choices = [_choice_dict(state, warnings, declared_tools, empty_arguments) for state in choices]
-    for strategy in assembly.strategies:
-        for state, out in zip(choices, out_choices):
-            _compare(strategy, state.index, out["tool_calls"], warnings, empty_arguments)
+    compatibility = {
+        strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
+        for strategy in assembly.strategies
+    }
+    for name in not_applicable:
+        compatibility[name] = {
+            "verdict": "n/a",
+            "reason": "every call arrives whole in this format: nothing to route",
+        }
     truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
     if truncated:
         unfinished = [s.index for s in choices if s.finish_reason is None]
@@ -53,6 +61,7 @@ def build_result(
         "usage": assembly.usage,
         "error": assembly.errors[-1] if assembly.errors else None,
         "warnings": warnings.to_list(),
+        "compatibility": compatibility,
         "stats": {"events": events, "bytes": nbytes, "warnings_suppressed": warnings.suppressed},
     }
 
@@ -71,6 +80,7 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
         "usage": None,
         "error": None,
         "warnings": warnings.to_list(),
+        "compatibility": {},
         "stats": {"events": 0, "bytes": nbytes, "warnings_suppressed": 0},
     }
 
@@ -134,28 +144,44 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
     )
 
 
-def _compare(strategy, choice: int, identity_calls: list[dict], warnings: WarningLog, empty: str) -> None:
-    simulated = [{"name": c["name"], "arguments": c["arguments"] or empty} for c in strategy.calls(choice)]
-    if [(c["name"], c["arguments"]) for c in simulated] == [
-        (c["name"], c["arguments"]) for c in identity_calls
-    ]:
-        return
-    event = strategy.first_divergence
-    summary = ", ".join(f"{c['name']}({_cap(c['arguments'], 60)})" for c in simulated) or "no calls"
-    warnings.add(
-        strategy.code,
-        f"{strategy.name} routing would have built "
-        + (
+def _verdict(strategy, out_choices: list[dict], warnings: WarningLog, empty: str) -> dict:
+    """Compare a strategy's calls with the identity result, choice by choice: a warning where they
+    differ, and the one-line verdict."""
+    broken = []
+    total = 0
+    for out in out_choices:
+        identity = out["tool_calls"]
+        total += len(identity)
+        simulated = [
+            {"id": c["id"] or None, "name": c["name"], "arguments": c["arguments"] or empty}
+            for c in strategy.calls(out["index"])
+        ]
+        if [(c["id"], c["name"], c["arguments"]) for c in simulated] == [
+            (c["id"], c["name"], c["arguments"]) for c in identity
+        ]:
+            continue
+        event = strategy.first_divergence
+        summary = ", ".join(f"{c['name']}({_cap(c['arguments'], 60)})" for c in simulated) or "no calls"
+        what = (
             "different calls"
-            if len(simulated) == len(identity_calls)
-            else f"{len(simulated)} call(s) instead of {len(identity_calls)}"
+            if len(simulated) == len(identity)
+            else f"{len(simulated)} call(s) instead of {len(identity)}"
         )
-        + f" (first diverging at event {event}): {summary}",
-        strategy=strategy.name,
-        choice=choice,
-        first_divergence_event=event,
-        would_build=[{"name": c["name"], "arguments": _cap(c["arguments"])} for c in simulated],
-    )
+        warnings.add(
+            strategy.code,
+            f"{strategy.name} routing would have built {what} (first diverging at event {event}): {summary}",
+            strategy=strategy.name,
+            choice=out["index"],
+            first_divergence_event=event,
+            would_build=[
+                {"id": c["id"], "name": c["name"], "arguments": _cap(c["arguments"])} for c in simulated
+            ],
+        )
+        broken.append(f"{what} at event {event}: {_cap(summary, 160)}")
+    if broken:
+        return {"verdict": "breaks", "reason": "builds " + "; ".join(broken)}
+    reason = f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild"
+    return {"verdict": "ok", "reason": reason}
 
 
 def _cap(text: str, limit: int = _TEXT_CAP) -> str:
@@ -188,6 +214,7 @@ RESULT_SCHEMA: dict[str, Any] = {
         "usage",
         "error",
         "warnings",
+        "compatibility",
         "stats",
     ],
     "additionalProperties": False,
@@ -229,6 +256,15 @@ RESULT_SCHEMA: dict[str, Any] = {
         "usage": {"type": ["object", "null"]},
         "error": {},
         "warnings": {"type": "array", "items": _WARNING},
+        "compatibility": {
+            "type": "object",
+            "description": "per hazard strategy: would a client following it rebuild this stream correctly",
+            "additionalProperties": {
+                "type": "object",
+                "required": ["verdict", "reason"],
+                "properties": {"verdict": {"enum": ["ok", "breaks", "n/a"]}, "reason": {"type": "string"}},
+            },
+        },
         "source": {
             "type": "object",
             "description": "where the CLI read it: file, and for a flow of a mitmproxy dump flow_id and url",

@@ -1,84 +1,212 @@
 """Hazard strategies: the naive routing rules real clients use, replayed on the same operations.
 
-Each strategy keeps its own call table per choice. It sees every tool-call delta together with where
-identity routing put it, remembers the first event where it put a fragment somewhere else, and at the
-end its calls are compared with the identity result. A strategy is a small class: a ``name``, the
-warning ``code`` it raises, and ``route()``; the next issues add more of them.
+Each strategy keeps its own call table per choice and sees every tool-call delta with the raw values
+the wire sent (an id of ``""``, a missing index), after identity routing has applied it. It remembers
+the first event where its call differs from the identity call (another call, a mangled name or id), and
+at the end its calls are compared with the identity result. A strategy is a small class: a ``name``, the
+warning ``code`` it raises, a one-line ``rule``, the kind of client that follows it, and ``route()``.
 """
 
 from __future__ import annotations
 
-from .assembly import fragment_text
+from .assembly import ToolCall, fragment_text
 from .ops import ToolCallDelta
 
 
 class SimulatedCall:
-    __slots__ = ("fragments", "name")
+    __slots__ = ("fragments", "id", "name", "ordinal")
 
-    def __init__(self, name: str | None) -> None:
+    def __init__(self, ordinal: int, call_id, name) -> None:
+        self.ordinal = ordinal
+        self.id = call_id
         self.name = name
         self.fragments: list[str] = []
 
     def final(self) -> dict:
-        return {"name": self.name, "arguments": "".join(self.fragments)}
+        return {"id": self.id, "name": self.name, "arguments": "".join(self.fragments)}
+
+    def append(self, arguments) -> None:
+        if arguments is not None and arguments != "":
+            self.fragments.append(fragment_text(arguments))
+
+
+class Table:
+    """One choice's simulated calls, in order, with the keys a strategy looks them up by."""
+
+    __slots__ = ("by_id", "by_index", "calls")
+
+    def __init__(self) -> None:
+        self.calls: list[SimulatedCall] = []
+        self.by_index: dict = {}
+        self.by_id: dict = {}
+
+    def new(self, call_id, name) -> SimulatedCall:
+        call = SimulatedCall(len(self.calls), call_id, name)
+        self.calls.append(call)
+        return call
 
 
 class Strategy:
-    """Base: divergence bookkeeping and the final comparison; subclasses decide ``route``."""
+    """Base: divergence bookkeeping and the final calls; subclasses decide ``route``."""
 
     name = ""
     code = ""
-    rule = ""  # one line: what the strategy does, for reports
+    rule = ""  # one line: what the strategy does
+    clients = ""  # one line: the kind of client that follows it
 
     def __init__(self) -> None:
-        self.tables: dict[int, list[SimulatedCall]] = {}
+        self.tables: dict[int, Table] = {}
         self.first_divergence: int | None = None
 
-    def route(self, op: ToolCallDelta, table: list[SimulatedCall]) -> tuple[int | None, bool]:
-        """Apply the delta to this strategy's table; return (ordinal it went to or None, created)."""
+    def route(self, op: ToolCallDelta, table: Table) -> tuple[SimulatedCall | None, bool]:
+        """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
         raise NotImplementedError
 
-    def observe(self, op: ToolCallDelta, identity_ordinal: int | None, identity_created: bool) -> None:
+    def observe(self, op: ToolCallDelta, identity: ToolCall | None, identity_created: bool) -> None:
         table = self.tables.get(op.choice)
         if table is None:
-            table = self.tables[op.choice] = []
-        ordinal, created = self.route(op, table)
-        # Only a difference that moves content (or makes or skips a call) counts.
-        if (
-            self.first_divergence is None
-            and (ordinal != identity_ordinal or created != identity_created)
-            and (created or identity_created or op.name or (op.arguments is not None and op.arguments != ""))
-        ):
+            table = self.tables[op.choice] = Table()
+        call, created = self.route(op, table)
+        if self.first_divergence is None and _diverges(op, call, created, identity, identity_created):
             self.first_divergence = op.event
 
     def calls(self, choice: int) -> list[dict]:
-        return [call.final() for call in self.tables.get(choice, ())]
+        table = self.tables.get(choice)
+        return [call.final() for call in table.calls] if table else []
+
+
+def _diverges(op, call, created, identity, identity_created) -> bool:
+    if call is None or identity is None:
+        # A fragment one side dropped: it matters only if it carried something.
+        return (call is None) != (identity is None) and _carries(op)
+    if created != identity_created or call.ordinal != identity.ordinal:
+        return created or identity_created or _carries(op)
+    return call.name != identity.name or (call.id or None) != identity.id
+
+
+def _carries(op: ToolCallDelta) -> bool:
+    return bool(op.name) or (op.arguments is not None and op.arguments != "")
+
+
+def _has_name(op: ToolCallDelta) -> bool:
+    return type(op.name) is str and op.name != ""
 
 
 class RecencyStrategy(Strategy):
-    """A delta carrying a function name starts a new call; any other delta goes to the latest call."""
-
     name = "recency"
     code = "recency-misroute"
-    rule = "a delta with a name starts a call, any other fragment is appended to the latest call"
+    rule = "a delta with a function name starts a call, any other fragment goes to the latest call"
+    clients = "gateways and hand-written accumulators (for example Bifrost before its fix)"
 
-    def route(self, op: ToolCallDelta, table: list[SimulatedCall]) -> tuple[int | None, bool]:
-        name = op.name
-        if name and type(name) is str:
-            table.append(SimulatedCall(name))
-            created = True
-        elif table:
-            created = False
+    def route(self, op, table):
+        if _has_name(op):
+            call, created = table.new(op.id, op.name), True
+        elif table.calls:
+            call, created = table.calls[-1], False
         else:
             return None, False
-        arguments = op.arguments
-        if arguments is not None and arguments != "":
-            table[-1].fragments.append(fragment_text(arguments))
-        return len(table) - 1, created
+        call.append(op.arguments)
+        return call, created
 
 
-# strategy name -> class; the accumulator and (later) the addon option choose from these.
+class IndexOnlyStrategy(Strategy):
+    name = "index-only"
+    code = "index-only-misroute"
+    rule = "calls keyed by index alone (a missing index counts as 0), later fragments merged in"
+    clients = "SDK and framework mergers that key by index (for example `index ?? 0` in several SDKs)"
+
+    def route(self, op, table):
+        key = 0 if op.index is None else op.index
+        call = table.by_index.get(key)
+        created = call is None
+        if created:
+            call = table.by_index[key] = table.new(op.id, op.name if _has_name(op) else None)
+        else:
+            if not call.id and op.id:
+                call.id = op.id
+            if not call.name and _has_name(op):
+                call.name = op.name
+        call.append(op.arguments)
+        return call, created
+
+
+class IdThenIndexStrategy(Strategy):
+    name = "id-then-index"
+    code = "id-then-index-misroute"
+    rule = "match by id, then by index, else a new call if a name is present, else drop the fragment"
+    clients = "gateways fixed to route by identity, but index-first for new ids (for example Bifrost today)"
+
+    def route(self, op, table):
+        call = table.by_id.get(op.id) if op.id else None
+        if call is None and op.index is not None:
+            call = table.by_index.get(op.index)
+        created = False
+        if call is None:
+            if not _has_name(op):
+                return None, False
+            call, created = table.new(op.id or None, op.name), True
+            if op.index is not None:
+                table.by_index[op.index] = call
+        if op.id and op.id not in table.by_id:
+            table.by_id[op.id] = call
+        if not call.name and _has_name(op):
+            call.name = op.name
+        call.append(op.arguments)
+        return call, created
+
+
+class FieldConcatStrategy(Strategy):
+    name = "field-concat"
+    code = "field-concat-misroute"
+    rule = "merged by index, every string field concatenated: ids and names as well as arguments"
+    clients = "generic delta mergers (for example openai-python's accumulate_delta, LangChain's merge_dicts)"
+
+    def route(self, op, table):
+        key = 0 if op.index is None else op.index
+        call = table.by_index.get(key)
+        if call is None:
+            table.by_index[key] = call = table.new(op.id, op.name)
+            created = True
+        else:
+            created = False
+            if type(op.id) is str:
+                call.id = (call.id or "") + op.id
+            if type(op.name) is str:
+                call.name = (call.name or "") + op.name
+        call.append(op.arguments)
+        return call, created
+
+
+class LastWinsStrategy(Strategy):
+    name = "last-wins"
+    code = "last-wins-misroute"
+    rule = "keyed by index, the latest non-null id and name overwrite the call's (empty strings included)"
+    clients = "mergers that assign instead of appending (for example Bifrost's current chat code)"
+
+    def route(self, op, table):
+        key = 0 if op.index is None else op.index
+        call = table.by_index.get(key)
+        created = call is None
+        if created:
+            table.by_index[key] = call = table.new(op.id, op.name)
+        else:
+            if op.id is not None:
+                call.id = op.id
+            if op.name is not None:
+                call.name = op.name
+        call.append(op.arguments)
+        return call, created
+
+
+# strategy name -> class; the accumulator, the CLI's --strategies and the addon option choose from these.
 STRATEGIES: dict[str, type[Strategy]] = {
-    RecencyStrategy.name: RecencyStrategy,
+    strategy.name: strategy
+    for strategy in (
+        RecencyStrategy,
+        IndexOnlyStrategy,
+        IdThenIndexStrategy,
+        FieldConcatStrategy,
+        LastWinsStrategy,
+    )
 }
 DEFAULT_STRATEGIES: tuple[str, ...] = tuple(STRATEGIES)

@@ -130,6 +130,7 @@ class StreamAccumulator:
             events=self._events,
             nbytes=self._bytes,
             empty_arguments=self._dialect.empty_arguments,
+            not_applicable=() if self._dialect.fragments else tuple(self._strategies),
         )
         return self._result
 
@@ -197,7 +198,8 @@ class StreamAccumulator:
         framer_class = JsonArrayDecoder if framing == "jsonarray" else _FRAMERS[framing]
         self._framer = framer_class(self._max_event_bytes)
         self._dialect = dialect_class(self.warnings)
-        self._assembly = Assembly(self.warnings, [STRATEGIES[name]() for name in self._strategies])
+        strategies = [STRATEGIES[name]() for name in self._strategies] if dialect_class.fragments else []
+        self._assembly = Assembly(self.warnings, strategies)
         if head:
             self._consume(self._framer.feed(head))
 

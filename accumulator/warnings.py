@@ -12,6 +12,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "a client that appends each fragment to the most recent call would have built different calls",
     ),
+    "index-only-misroute": (
+        "warning",
+        "a client that keys calls by index alone would have merged or lost calls",
+    ),
+    "id-then-index-misroute": (
+        "warning",
+        "a client that matches by id, then by index, would have merged a new call into an old one",
+    ),
+    "field-concat-misroute": (
+        "warning",
+        "a generic delta merger that concatenates every string field would have mangled names or ids",
+    ),
+    "last-wins-misroute": (
+        "warning",
+        "a client whose latest id and name overwrite the call's would have built different calls",
+    ),
     "index-collision": (
         "warning",
         "a new call id arrived with an index another call already holds; index-keyed clients merge the two",
@@ -59,6 +75,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "undeclared-tool": (
         "warning",
         "a call names a tool the request did not declare",
+    ),
+    "schema-mismatch": (
+        "warning",
+        "a call's arguments do not validate against the JSON schema the request declared for its tool",
+    ),
+    "parallel-disabled": (
+        "warning",
+        "several tool calls although the request turned parallel tool calls off",
+    ),
+    "tool-choice-ignored": (
+        "warning",
+        "the request forced a tool that the response did not call",
+    ),
+    "stalled": (
+        "info",
+        "the stream went silent mid-way for longer than the stall threshold",
     ),
     "arguments-mismatch": (
         "warning",

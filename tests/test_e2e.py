@@ -121,8 +121,18 @@ def test_openai_sdk_through_the_proxy_gets_its_calls_and_the_flow_carries_the_tr
     [
         ("sequential", [], False),
         ("interleaved", ["recency-misroute"], True),
-        ("index-collision", ["index-collision", "index-collision"], True),
-        ("name-repeated", ["name-repeated", "recency-misroute"], True),
+        (
+            "index-collision",
+            ["index-collision", "index-collision"]
+            + [
+                "index-only-misroute",
+                "id-then-index-misroute",
+                "field-concat-misroute",
+                "last-wins-misroute",
+            ],
+            True,
+        ),
+        ("name-repeated", ["name-repeated", "recency-misroute", "field-concat-misroute"], True),
         ("error-midstream", ["provider-error", "invalid-arguments"], True),
         ("text", [], False),
     ],

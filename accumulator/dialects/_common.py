@@ -17,6 +17,9 @@ class JsonDialect:
     # What a call with no argument text amounts to: "" where arguments are a string the client gets
     # as is (Chat, Responses, Cohere); "{}" where they are an object (Anthropic input, Bedrock, Gemini).
     empty_arguments = ""
+    # Whether calls stream in fragments a client must route (else every call arrives whole and the
+    # hazard strategies have nothing to get wrong).
+    fragments = True
 
     def __init__(self, warnings: WarningLog) -> None:
         self._warn = warnings

@@ -21,6 +21,7 @@ _VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
 
 class GeminiDialect(JsonDialect):
     format = "gemini"
+    fragments = False
     empty_arguments = "{}"
     framing = "gemini"  # a JSON array when the body starts with "[", SSE otherwise
 

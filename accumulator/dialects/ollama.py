@@ -22,6 +22,7 @@ _USAGE_FIELDS = (
 
 class OllamaChatDialect(JsonDialect):
     format = "ollama-chat"
+    fragments = False
     empty_arguments = "{}"
     framing = "ndjson"
 

@@ -1,0 +1,109 @@
+"""Each hazard strategy breaks on the stream shape it is known to break on, and agrees on clean ones."""
+
+from __future__ import annotations
+
+import pytest
+from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
+
+from accumulator import STRATEGIES, analyze
+
+SEQUENTIAL = sse(
+    tool_chunk(call(0, "call_w", "get_weather", "")),
+    tool_chunk(call(0, arguments='{"city": ')),
+    tool_chunk(call(0, arguments='"Paris"}')),
+    tool_chunk(call(1, "call_t", "get_time", "")),
+    tool_chunk(call(1, arguments='{"tz": "CET"}')),
+    chunk(choice(0, "tool_calls")),
+)
+
+# The stream shape each strategy is known to break on (FORMATS.md section 11), as Chat chunks.
+BREAKING = {
+    "recency": (DATA / "production_interleaved.sse").read_bytes(),  # Q1 interleaving
+    "index-only": sse(  # Q5: two whole calls without an index (Mistral): both land on key 0
+        tool_chunk(
+            call(None, "gSIMJiOkT", "get_weather", '{"city": "Paris"}'),
+            call(None, "kLq2Vn8Ra", "get_time", "{}"),
+        ),
+        chunk(choice(0, "tool_calls")),
+    ),
+    "id-then-index": sse(  # Q6: a new id with an index already taken (Groq)
+        tool_chunk(call(0, "call_1", "weather", '{"location": "Tokyo"}')),
+        tool_chunk(call(0, "call_2", "weather", '{"location": "Paris"}')),
+        chunk(choice(0, "tool_calls")),
+    ),
+    "field-concat": sse(  # Q7: the name repeated on every delta (MiniMax via NIM)
+        tool_chunk(call(0, "call_r", "read_file", '{"path": ')),
+        tool_chunk(call(0, None, "read_file", '"a.txt"}')),
+        chunk(choice(0, "tool_calls")),
+    ),
+    "last-wins": sse(  # Q4: continuations with name "" (LM Studio)
+        tool_chunk(call(0, "call_e", "lookup", "")),
+        tool_chunk(call(0, None, "", '{"q": 1}')),
+        chunk(choice(0, "tool_calls")),
+    ),
+}
+WOULD_BUILD = {
+    "recency": ["search_circulars", "get_user_profile"],
+    "index-only": ["get_weather"],  # get_time's arguments glued onto get_weather's
+    "id-then-index": ["weather"],
+    "field-concat": ["read_fileread_file"],
+    "last-wins": [""],
+}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_each_strategy_breaks_on_its_known_shape(name):
+    result = analyze(BREAKING[name], "openai-chat")
+    assert result["compatibility"][name]["verdict"] == "breaks"
+    misroute = warning(result, f"{name}-misroute")
+    assert misroute["severity"] == "warning" and misroute["strategy"] == name
+    assert [c["name"] for c in misroute["would_build"]] == WOULD_BUILD[name]
+    assert misroute["first_divergence_event"] is not None
+    # Identity routing is right all the same.
+    assert all(json_ok(c["arguments"]) for c in result["choices"][0]["tool_calls"])
+
+
+def json_ok(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text or "{}")
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_each_strategy_agrees_on_a_clean_sequential_stream(name):
+    result = analyze(SEQUENTIAL, "openai-chat")
+    assert result["compatibility"][name] == {"verdict": "ok", "reason": "rebuilds the same 2 call(s)"}
+    assert result["warnings"] == []
+
+
+def test_the_verdict_table_only_holds_the_strategies_asked_for():
+    result = analyze(BREAKING["recency"], "openai-chat", strategies=("index-only",))
+    assert list(result["compatibility"]) == ["index-only"] and codes(result) == []
+
+
+def test_id_mangling_alone_breaks_a_strategy():
+    # Same routing, same arguments: field-concat still glues repeated ids together (Q3: LiteLLM proxy).
+    body = sse(
+        tool_chunk(call(0, "chatcmpl-tool-aa62", "f", "{")),
+        tool_chunk(call(0, "chatcmpl-tool-aa62", None, "}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat")
+    misroute = warning(result, "field-concat-misroute")
+    assert misroute["would_build"][0]["id"] == "chatcmpl-tool-aa62chatcmpl-tool-aa62"
+    assert misroute["first_divergence_event"] == 2
+
+
+def test_whole_call_formats_are_not_applicable():
+    result = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini")
+    assert {v["verdict"] for v in result["compatibility"].values()} == {"n/a"}
+    assert set(result["compatibility"]) == set(STRATEGIES)
+
+
+def test_no_tool_calls_is_ok_for_everyone():
+    result = analyze(sse(chunk(choice(0, content="hi")), chunk(choice(0, "stop"))), "openai-chat")
+    assert {v["reason"] for v in result["compatibility"].values()} == {"no tool calls to rebuild"}
