@@ -1,7 +1,8 @@
 """The result of one stream: a JSON-safe dict built once at the end, and its JSON Schema.
 
-Final checks happen here, at the end and never earlier: truncation, arguments that do not parse, calls
-to undeclared tools, and each hazard strategy's calls compared with the identity result.
+Final checks happen here, at the end and never earlier: truncation, arguments that do not parse, each
+hazard strategy's calls compared with the identity result, and the calls checked against what the
+request declared (tool names, their JSON schemas, parallel calls, a forced tool).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import orjson
 
 from .assembly import Assembly, ChoiceState, fragment_text
+from .request import RequestFacts
 from .warnings import WarningLog
 
 _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
@@ -22,7 +24,7 @@ def build_result(
     streamed: bool,
     assembly: Assembly,
     warnings: WarningLog,
-    declared_tools: set[str] | None,
+    request: RequestFacts | None,
     events: int,
     nbytes: int,
     empty_arguments: str = "",
@@ -32,7 +34,9 @@ def build_result(
     choices = [assembly.choices[i] for i in sorted(assembly.choices)]
     for state in choices:
         _orphan_warning(state, warnings)
-    out_choices = [_choice_dict(state, warnings, declared_tools, empty_arguments) for state in choices]
+    out_choices = [_choice_dict(state, warnings, empty_arguments) for state in choices]
+    if request is not None:
+        _request_checks(out_choices, request, warnings)
     compatibility = {
         strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
         for strategy in assembly.strategies
@@ -85,7 +89,7 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
     }
 
 
-def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | None, empty: str) -> dict:
+def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str) -> dict:
     calls = []
     for call in state.calls:
         arguments = call.arguments or empty
@@ -101,16 +105,6 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | 
                     name=call.name,
                     arguments=_cap(arguments),
                 )
-        if declared is not None and call.name not in declared:
-            warnings.add(
-                "undeclared-tool",
-                f"call {call.id or '#' + str(call.ordinal)} "
-                + (f"names {call.name!r}, which the request did not declare" if call.name else "has no name"),
-                choice=state.index,
-                id=call.id,
-                name=call.name,
-                declared=sorted(declared),
-            )
         calls.append({"id": call.id, "index": call.index, "name": call.name, "arguments": arguments})
     return {
         "index": state.index,
@@ -120,6 +114,87 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, declared: set[str] | 
         "finish_reason": state.finish_reason,
         "tool_calls": calls,
     }
+
+
+def _request_checks(out_choices: list[dict], request: RequestFacts, warnings: WarningLog) -> None:
+    validators: dict[str, object] = {}
+    for out in out_choices:
+        calls = out["tool_calls"]
+        for position, call in enumerate(calls):
+            label = f"call {call['id'] or '#' + str(position)}"
+            if request.tools is not None:
+                if call["name"] not in request.tools:
+                    warnings.add(
+                        "undeclared-tool",
+                        f"{label} "
+                        + (
+                            f"names {call['name']!r}, which the request did not declare"
+                            if call["name"]
+                            else "has no name"
+                        ),
+                        choice=out["index"],
+                        id=call["id"],
+                        name=call["name"],
+                        declared=sorted(request.tools),
+                    )
+                elif request.tools[call["name"]] is not None:
+                    _check_schema(
+                        call, label, out["index"], request.tools[call["name"]], validators, warnings
+                    )
+        if request.parallel is False and len(calls) > 1:
+            warnings.add(
+                "parallel-disabled",
+                f"{len(calls)} tool calls in choice {out['index']} although the request turned parallel calls off",
+                choice=out["index"],
+                names=[c["name"] for c in calls],
+            )
+        if (
+            request.forced
+            and out["finish_reason"] is not None
+            and all(c["name"] != request.forced for c in calls)
+        ):
+            warnings.add(
+                "tool-choice-ignored",
+                f"the request forced {request.forced!r} but choice {out['index']} called "
+                + (", ".join(repr(c["name"]) for c in calls) or "no tool"),
+                choice=out["index"],
+                forced=request.forced,
+            )
+
+
+def _check_schema(
+    call: dict, label: str, choice: int, schema: dict, validators: dict, warnings: WarningLog
+) -> None:
+    try:
+        arguments = orjson.loads(call["arguments"] or "{}")
+    except orjson.JSONDecodeError:
+        return  # already an invalid-arguments warning
+    validator = validators.get(call["name"])
+    if validator is None:
+        from jsonschema import exceptions  # only when schemas exist
+        from jsonschema import validators as jsonschema_validators
+
+        cls = jsonschema_validators.validator_for(schema)
+        try:
+            cls.check_schema(schema)
+        except exceptions.SchemaError:
+            validator = validators[call["name"]] = False  # a schema we cannot judge by: no verdict
+        else:
+            validator = validators[call["name"]] = cls(schema)
+    if validator is False:
+        return
+    error = next(iter(validator.iter_errors(arguments)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
+        warnings.add(
+            "schema-mismatch",
+            f"{label} ({call['name']}): arguments do not match the declared schema at {where}: {error.message}",
+            choice=choice,
+            id=call["id"],
+            name=call["name"],
+            path=where,
+            error=_cap(error.message, 500),
+        )
 
 
 def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:

@@ -7,8 +7,6 @@ format is not given it is recognised from the first bytes (held until then, with
 
 from __future__ import annotations
 
-import orjson
-
 from .assembly import Assembly
 from .decoding import ContentDecoder, supported
 from .detect import SNIFF_BYTES, sniff_format
@@ -17,6 +15,7 @@ from .framing.eventstream import EventStreamDecoder
 from .framing.jsonarray import JsonArrayDecoder
 from .framing.ndjson import NdjsonDecoder
 from .framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseDecoder
+from .request import request_facts
 from .result import build_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .warnings import WarningLog
@@ -126,7 +125,7 @@ class StreamAccumulator:
             streamed=True,
             assembly=self._assembly,
             warnings=self.warnings,
-            declared_tools=_declared_tools(type(self._dialect), self._request),
+            request=request_facts(self._request) if self._request is not None else None,
             events=self._events,
             nbytes=self._bytes,
             empty_arguments=self._dialect.empty_arguments,
@@ -225,19 +224,6 @@ class StreamAccumulator:
         self._events = number
 
 
-def _declared_tools(dialect_class, request) -> set[str] | None:
-    if request is None:
-        return None
-    if isinstance(request, (bytes, str)):
-        try:
-            request = orjson.loads(request)
-        except orjson.JSONDecodeError:
-            return None
-    if type(request) is not dict:
-        return None
-    return dialect_class.declared_tools(request)
-
-
 def analyze(body: bytes, format: str | None = "openai-chat", **options) -> dict | None:
     """The result for a whole captured stream body."""
     accumulator = StreamAccumulator(format, **options)
@@ -260,7 +246,7 @@ def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -
         streamed=False,
         assembly=assembly,
         warnings=warnings,
-        declared_tools=_declared_tools(dialect_class, request),
+        request=request_facts(request) if request is not None else None,
         events=1 if ops else 0,
         nbytes=len(body),
         empty_arguments=dialect_class.empty_arguments,

@@ -299,3 +299,33 @@ def test_the_readme_demo_runs_and_shows_the_truth(args):
     assert 'would build get_user_profile({"query": "RBI{"user_id": "u circulars"}123"})' in out
     if not args:
         assert "comment: openai-chat interleaved: 2 calls" in out and "marked:  :warning:" in out
+
+
+def test_request_checks_on_live_flows(proxy):
+    # The production calls: search_circulars {"query": "RBI circulars"}, get_user_profile {"user_id": "u123"}.
+    def schema(query_type: str) -> list:
+        properties = {"query": {"type": query_type}}
+        search = {"name": "search_circulars", "parameters": {"type": "object", "properties": properties}}
+        return [{"type": "function", "function": search}] + [
+            t for t in TOOLS if t["function"]["name"] != "search_circulars"
+        ]
+
+    force = {"type": "function", "function": {"name": "get_weather"}}
+    cases = [
+        ({"tools": schema("integer")}, "schema-mismatch"),
+        ({"tools": schema("string")}, None),
+        ({"parallel_tool_calls": False}, "parallel-disabled"),
+        ({"parallel_tool_calls": True}, None),
+        ({"tool_choice": force}, "tool-choice-ignored"),
+        ({"tool_choice": {**force, "function": {"name": "search_circulars"}}}, None),
+        ({"tools": TOOLS[:1]}, "undeclared-tool"),
+    ]
+    for extra, _ in cases:
+        response, conn = raw_stream(proxy.port, "interleaved", **extra)
+        response.read()
+        conn.close()
+    flows = proxy.flows()
+    assert len(flows) == len(cases)
+    for flow, (extra, expected) in zip(flows, cases, strict=True):
+        found = [c for c in codes(flow) if c != "recency-misroute"]
+        assert found == ([expected] if expected else []), (extra, found)

@@ -1,5 +1,5 @@
-"""What every JSON-speaking dialect shares: decoding an event's payload with warnings, the tools a
-request declares (every format's request shape), and small value helpers."""
+"""What every JSON-speaking dialect shares: decoding an event's payload with warnings, and small value
+helpers."""
 
 from __future__ import annotations
 
@@ -48,43 +48,6 @@ class JsonDialect:
         self._warn.add(
             "malformed-event", f"event {number} {why}: {snippet(data)}", event=number, data=snippet(data)
         )
-
-    @staticmethod
-    def declared_tools(request: dict) -> set[str] | None:
-        return declared_tool_names(request)
-
-
-def declared_tool_names(request: dict) -> set[str] | None:
-    """Names of the functions a request declares, in any format's shape; None when it declares no
-    tools at all (tools may come from elsewhere, e.g. a gateway: nothing to check)."""
-    tools = request.get("tools")
-    config = request.get("toolConfig")
-    if type(config) is dict and "tools" in config:  # Bedrock Converse
-        tools = config["tools"]
-    if tools is None and "functions" not in request:
-        return None
-    names: set[str] = set()
-    for tool in tools if type(tools) is list else ():
-        if type(tool) is not dict:
-            continue
-        _add_name(names, tool)  # Anthropic, Responses
-        for key in ("function", "custom", "toolSpec"):  # Chat, Cohere, Ollama; Bedrock
-            if type(tool.get(key)) is dict:
-                _add_name(names, tool[key])
-        for key in ("functionDeclarations", "function_declarations"):  # Gemini
-            for declaration in tool.get(key) or ():
-                if type(declaration) is dict:
-                    _add_name(names, declaration)
-    for function in request.get("functions") or ():  # Chat's legacy form
-        if type(function) is dict:
-            _add_name(names, function)
-    return names
-
-
-def _add_name(names: set[str], obj: dict) -> None:
-    name = obj.get("name")
-    if type(name) is str:
-        names.add(name)
 
 
 def as_int(value) -> int | None:
