@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import time
 from collections.abc import Sequence
 
 from mitmproxy import ctx, exceptions, http
@@ -55,7 +56,7 @@ class StreamWatch:
                     self.chunks.append(chunk if len(chunk) <= room else chunk[:room])
                     self.kept += min(len(chunk), room)
                 if self.failure is None:
-                    self.accumulator.feed(chunk)
+                    self.accumulator.feed(chunk, time.time())
         except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
             self.failure = _describe(exc)
         return chunk
@@ -71,7 +72,7 @@ class StreamWatch:
                         kept=self.kept,
                         seen=self.seen,
                     )
-                result = self.accumulator.finish()
+                result = self.accumulator.finish(time.time())
             else:
                 result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
         except Exception as exc:  # noqa: BLE001
@@ -119,9 +120,18 @@ class ToolcallLens:
             f"Hazard strategies replayed on every stream (default: all: {', '.join(STRATEGIES)}).",
         )
 
+        loader.add_option(
+            "toolcall_lens_stall_seconds",
+            int,
+            10,
+            "A silence between two events of a stream longer than this many seconds gives a 'stalled' note; 0: never.",
+        )
+
     def configure(self, updated) -> None:
         if "toolcall_lens_body_cap" in updated and ctx.options.toolcall_lens_body_cap < 0:
             raise exceptions.OptionsError("toolcall_lens_body_cap must be 0 or more bytes")
+        if "toolcall_lens_stall_seconds" in updated and ctx.options.toolcall_lens_stall_seconds < 0:
+            raise exceptions.OptionsError("toolcall_lens_stall_seconds must be 0 or more")
         if "toolcall_lens_event_cap" in updated and ctx.options.toolcall_lens_event_cap < 1:
             raise exceptions.OptionsError("toolcall_lens_event_cap must be at least 1 byte")
         if "toolcall_lens_strategies" in updated:
@@ -146,6 +156,9 @@ class ToolcallLens:
             max_event_bytes=ctx.options.toolcall_lens_event_cap,
             encoding=flow.response.headers.get("content-encoding"),
             strategies=tuple(ctx.options.toolcall_lens_strategies),
+            # The clock the timing facts count from: when mitmproxy had the whole request.
+            started_at=flow.request.timestamp_end or flow.request.timestamp_start,
+            stall_seconds=ctx.options.toolcall_lens_stall_seconds or None,
         )
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies

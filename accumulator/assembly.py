@@ -19,16 +19,34 @@ _ORPHAN_TEXT_CAP = 64 * 1024
 
 
 class ToolCall:
-    __slots__ = ("first_event", "fragments", "id", "index", "name", "name_repeated", "ordinal")
+    __slots__ = (
+        "deltas",
+        "first_at",
+        "first_event",
+        "fragments",
+        "id",
+        "index",
+        "interleaved",
+        "last_at",
+        "last_event",
+        "name",
+        "name_repeated",
+        "ordinal",
+    )
 
-    def __init__(self, ordinal: int, call_id: str | None, index: int | None, event: int) -> None:
+    def __init__(self, ordinal: int, call_id: str | None, index: int | None, event: int, now) -> None:
         self.ordinal = ordinal  # position in the choice's table, in order of creation
         self.id = call_id
         self.index = index
         self.name: str | None = None
         self.fragments: list[str] = []
-        self.first_event = event
         self.name_repeated = False
+        # Timing facts: which events (and, with a clock, when) its deltas came, how many, and whether
+        # another call's deltas came between two of its own.
+        self.deltas = 0
+        self.first_event = self.last_event = event
+        self.first_at = self.last_at = now
+        self.interleaved = False
 
     @property
     def arguments(self) -> str:
@@ -45,6 +63,7 @@ class ChoiceState:
         "calls",
         "finish_reason",
         "index",
+        "last_call",
         "orphans",
         "reasoning",
         "refusal",
@@ -61,6 +80,7 @@ class ChoiceState:
         self.refusal: list[str] = []
         self.finish_reason: str | None = None
         self.orphans: list[ToolCallDelta] = []
+        self.last_call: ToolCall | None = None  # the call the previous tool-call delta went to
 
 
 def fragment_text(arguments: Any) -> str:
@@ -82,6 +102,8 @@ class Assembly:
         self.usage: dict | None = None
         self.errors: list = []
         self.ended = False  # the format's own end marker was seen
+        self.now: float | None = None  # arrival time of the events being applied, when a clock is given
+        self.first_token: tuple[int, float | None] | None = None  # (event, time) of the first text or call
 
     def apply(self, op) -> None:
         kind = type(op)
@@ -89,6 +111,8 @@ class Assembly:
             self._tool_delta(op)
         elif kind is TextDelta:
             getattr(self._choice(op.choice), op.kind).append(op.text)
+            if self.first_token is None:
+                self.first_token = (op.event, self.now)
         elif kind is Finish:
             self._choice(op.choice).finish_reason = op.reason
         elif kind is Meta:
@@ -118,9 +142,19 @@ class Assembly:
     def _tool_delta(self, op: ToolCallDelta) -> None:
         state = self._choice(op.choice)
         call, created = self._route(state, op)
+        if self.first_token is None:
+            self.first_token = (op.event, self.now)
         if call is None:
             state.orphans.append(op)
         else:
+            previous = state.last_call
+            if previous is not call:
+                if previous is not None and call.deltas:  # back to a call after another call's delta
+                    call.interleaved = previous.interleaved = True
+                state.last_call = call
+            call.deltas += 1
+            call.last_event = op.event
+            call.last_at = self.now
             name = op.name
             if name and type(name) is str:
                 self._set_name(call, name, op.event, state.index)
@@ -167,9 +201,8 @@ class Assembly:
             existing_id=holder.id,
         )
 
-    @staticmethod
-    def _new_call(state: ChoiceState, call_id: str | None, index: int | None, event: int) -> ToolCall:
-        call = ToolCall(len(state.calls), call_id, index, event)
+    def _new_call(self, state: ChoiceState, call_id: str | None, index: int | None, event: int) -> ToolCall:
+        call = ToolCall(len(state.calls), call_id, index, event, self.now)
         state.calls.append(call)
         if call_id is not None:
             state.by_id[call_id] = call

@@ -18,6 +18,16 @@ def format_report(result: dict, title: str | None = None) -> str:
         for n, call in enumerate(calls):
             index = "-" if call["index"] is None else call["index"]
             lines.append(f"  [{n}] {call['name'] or '(no name)'}  id={call['id'] or '-'}  index={index}")
+            if "deltas" in call:
+                when = (
+                    f", {call['first_at']:.3f}s to {call['last_at']:.3f}s"
+                    if call.get("first_at") is not None
+                    else ""
+                )
+                lines.append(
+                    f"      {call['deltas']} delta(s), events {call['first_event']} to {call['last_event']}{when}"
+                    + (", INTERLEAVED with another call" if call["interleaved"] else "")
+                )
             lines.extend("      " + line for line in _pretty(call["arguments"]).splitlines())
         for kind in ("reasoning", "text", "refusal"):
             value = choice[kind]
@@ -46,6 +56,22 @@ def format_report(result: dict, title: str | None = None) -> str:
             f"{k} {v}" for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
         ]
         lines.append("usage: " + ", ".join(parts))
+    timing = result.get("timing")
+    if timing and timing["clock"]:
+        facts = [
+            f"{label} {timing[key]:.3f}s"
+            for label, key in (
+                ("first byte", "time_to_first_byte"),
+                ("first event", "time_to_first_event"),
+                ("first token", "time_to_first_token"),
+                ("total", "duration"),
+                ("longest gap", "longest_gap"),
+            )
+            if timing[key] is not None
+        ]
+        if timing["events_per_second"] is not None:
+            facts.append(f"{timing['events_per_second']:.1f} events/s")
+        lines.append("timing: " + ", ".join(facts))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     return "\n".join(lines)

@@ -29,12 +29,14 @@ def build_result(
     nbytes: int,
     empty_arguments: str = "",
     not_applicable: tuple[str, ...] = (),
+    timing: dict | None = None,
+    first_event_at: float | None = None,
 ) -> dict:
     """``not_applicable``: strategies asked for that this format gives nothing to route (whole calls)."""
     choices = [assembly.choices[i] for i in sorted(assembly.choices)]
     for state in choices:
         _orphan_warning(state, warnings)
-    out_choices = [_choice_dict(state, warnings, empty_arguments) for state in choices]
+    out_choices = [_choice_dict(state, warnings, empty_arguments, first_event_at) for state in choices]
     if request is not None:
         _request_checks(out_choices, request, warnings)
     compatibility = {
@@ -66,6 +68,7 @@ def build_result(
         "error": assembly.errors[-1] if assembly.errors else None,
         "warnings": warnings.to_list(),
         "compatibility": compatibility,
+        "timing": timing,
         "stats": {"events": events, "bytes": nbytes, "warnings_suppressed": warnings.suppressed},
     }
 
@@ -85,11 +88,16 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
         "error": None,
         "warnings": warnings.to_list(),
         "compatibility": {},
+        "timing": None,
         "stats": {"events": 0, "bytes": nbytes, "warnings_suppressed": 0},
     }
 
 
-def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str) -> dict:
+def _relative(moment: float | None, origin: float | None) -> float | None:
+    return None if moment is None or origin is None else round(moment - origin, 6)
+
+
+def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str, first_event_at: float | None) -> dict:
     calls = []
     for call in state.calls:
         arguments = call.arguments or empty
@@ -105,7 +113,20 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str) -> dict:
                     name=call.name,
                     arguments=_cap(arguments),
                 )
-        calls.append({"id": call.id, "index": call.index, "name": call.name, "arguments": arguments})
+        calls.append(
+            {
+                "id": call.id,
+                "index": call.index,
+                "name": call.name,
+                "arguments": arguments,
+                "deltas": call.deltas,
+                "first_event": call.first_event,
+                "last_event": call.last_event,
+                "first_at": _relative(call.first_at, first_event_at),
+                "last_at": _relative(call.last_at, first_event_at),
+                "interleaved": call.interleaved,
+            }
+        )
     return {
         "index": state.index,
         "text": "".join(state.text) if state.text else None,
@@ -273,6 +294,7 @@ _WARNING = {
     },
 }
 _NULLABLE_STR = {"type": ["string", "null"]}
+_NULLABLE_NUMBER = {"type": ["number", "null"]}
 
 # The shape of every result (README documents it field by field; tests validate results against it).
 RESULT_SCHEMA: dict[str, Any] = {
@@ -290,6 +312,7 @@ RESULT_SCHEMA: dict[str, Any] = {
         "error",
         "warnings",
         "compatibility",
+        "timing",
         "stats",
     ],
     "additionalProperties": False,
@@ -315,13 +338,30 @@ RESULT_SCHEMA: dict[str, Any] = {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "required": ["id", "index", "name", "arguments"],
+                            "required": [
+                                "id",
+                                "index",
+                                "name",
+                                "arguments",
+                                "deltas",
+                                "first_event",
+                                "last_event",
+                                "first_at",
+                                "last_at",
+                                "interleaved",
+                            ],
                             "additionalProperties": False,
                             "properties": {
                                 "id": _NULLABLE_STR,
                                 "index": {"type": ["integer", "null"]},
                                 "name": _NULLABLE_STR,
                                 "arguments": {"type": "string"},
+                                "deltas": {"type": "integer", "minimum": 0},
+                                "first_event": {"type": "integer"},
+                                "last_event": {"type": "integer"},
+                                "first_at": _NULLABLE_NUMBER,
+                                "last_at": _NULLABLE_NUMBER,
+                                "interleaved": {"type": "boolean"},
                             },
                         },
                     },
@@ -338,6 +378,21 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["verdict", "reason"],
                 "properties": {"verdict": {"enum": ["ok", "breaks", "n/a"]}, "reason": {"type": "string"}},
+            },
+        },
+        "timing": {
+            "type": ["object", "null"],
+            "description": "seconds from the request being sent (or the first byte); null without a clock",
+            "properties": {
+                "clock": {"type": "boolean"},
+                "time_to_first_byte": _NULLABLE_NUMBER,
+                "time_to_first_event": _NULLABLE_NUMBER,
+                "time_to_first_token": _NULLABLE_NUMBER,
+                "first_token_event": {"type": ["integer", "null"]},
+                "duration": _NULLABLE_NUMBER,
+                "events_per_second": _NULLABLE_NUMBER,
+                "longest_gap": _NULLABLE_NUMBER,
+                "longest_gap_after_event": {"type": ["integer", "null"]},
             },
         },
         "source": {

@@ -18,6 +18,7 @@ from .framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseDecoder
 from .request import request_facts
 from .result import build_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
+from .timing import StreamTiming
 from .warnings import WarningLog
 
 DEFAULT_MAX_DECODED_BYTES = 64 * 1024 * 1024
@@ -42,6 +43,8 @@ class StreamAccumulator:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         encoding: str | None = None,
         max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+        started_at: float | None = None,
+        stall_seconds: float | None = None,
     ) -> None:
         if format is not None and format not in DIALECTS:
             raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
@@ -64,6 +67,9 @@ class StreamAccumulator:
         self._events = 0
         self._bytes = 0
         self._result: dict | None = None
+        self._timing = StreamTiming(started_at)
+        self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
+        self._stall_seconds = stall_seconds
         if encoding and encoding.strip().lower() not in ("identity", ""):
             if supported(encoding):
                 self._content = ContentDecoder(encoding, max_decoded_bytes)
@@ -76,8 +82,12 @@ class StreamAccumulator:
         """Add a warning from the front door (e.g. the addon's ``body-truncated``) to this stream's result."""
         self.warnings.add(code, message, **details)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, now: float | None = None) -> None:
+        """``now``: when these bytes arrived (seconds, the same clock as ``started_at``), if known."""
         self._bytes += len(data)
+        if now is not None:
+            self._now = now
+            self._timing.on_bytes(now)
         if self._stopped:
             return
         if self._content is not None:
@@ -86,9 +96,9 @@ class StreamAccumulator:
                 return
         self._feed_decoded(data)
 
-    def finish(self) -> dict | None:
-        """End of input: the result (None for a stream of unknown format that turned out to be none
-        we read). Calling it again returns the same result."""
+    def finish(self, now: float | None = None) -> dict | None:
+        """End of input (at ``now``, if known): the result (None for a stream of unknown format that
+        turned out to be none we read). Calling it again returns the same result."""
         if self._result is not None:
             return self._result
         if self._content is not None and not self._stopped:
@@ -120,6 +130,16 @@ class StreamAccumulator:
             )
         for op in self._dialect.finish(self._events):
             self._assembly.apply(op)
+        timing = self._timing.facts(self._events, self._assembly.first_token, now)
+        if self._stall_seconds is not None and (timing["longest_gap"] or 0) > self._stall_seconds:
+            self.warnings.add(
+                "stalled",
+                f"the stream went silent for {timing['longest_gap']:.1f} s after event "
+                f"{timing['longest_gap_after_event']} (threshold {self._stall_seconds} s)",
+                seconds=timing["longest_gap"],
+                after_event=timing["longest_gap_after_event"],
+                threshold=self._stall_seconds,
+            )
         self._result = build_result(
             format=self.format,
             streamed=True,
@@ -130,6 +150,8 @@ class StreamAccumulator:
             nbytes=self._bytes,
             empty_arguments=self._dialect.empty_arguments,
             not_applicable=() if self._dialect.fragments else tuple(self._strategies),
+            timing=timing,
+            first_event_at=self._timing.first_event,
         )
         return self._result
 
@@ -208,6 +230,9 @@ class StreamAccumulator:
         parse = self._dialect.ops
         apply = self._assembly.apply
         number = self._events
+        if self._now is not None:
+            self._timing.on_events(self._now, number + 1)
+            self._assembly.now = self._now
         for event in events:
             if event is OVERSIZED:
                 limit = self._max_event_bytes

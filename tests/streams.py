@@ -186,3 +186,18 @@ def assert_nearby_cut_pairs_agree(decode, body: bytes, span: int = 200, gap: int
     for a in range(len(head) + 1):
         for b in range(a, min(len(head), a + gap) + 1):
             assert decode(head[:a], head[a:b], head[b:]) == whole, (a, b)
+
+
+def without_timing(result: dict) -> dict:
+    """A result less what depends on when bytes arrived (the addon has a clock, files do not)."""
+    out = {k: v for k, v in result.items() if k != "timing"}
+    out["choices"] = [
+        {
+            **c,
+            "tool_calls": [
+                {k: v for k, v in t.items() if k not in ("first_at", "last_at")} for t in c["tool_calls"]
+            ],
+        }
+        for c in result["choices"]
+    ]
+    return out

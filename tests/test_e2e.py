@@ -9,12 +9,14 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 
 import openai
 import pytest
 from lab import BIN, ROOT, start_fake_provider, start_mitmdump
 from mitmproxy import io as mio
+from streams import without_timing
 
 
 def tool(name: str) -> dict:
@@ -257,7 +259,9 @@ def test_cli_reads_the_dump_the_proxy_wrote(proxy):
     assert [[w["code"] for w in r["warnings"]] for r in results] == [[], ["recency-misroute"]]
     # The CLI, re-reading the kept bodies, agrees with what the addon recorded live.
     for flow, result in zip(flows, results, strict=False):
-        assert {k: v for k, v in result.items() if k != "source"} == flow.metadata["toolcall_lens"]
+        assert without_timing({k: v for k, v in result.items() if k != "source"}) == without_timing(
+            flow.metadata["toolcall_lens"]
+        )
 
 
 def test_proxy_refuses_bad_options(provider):
@@ -329,3 +333,29 @@ def test_request_checks_on_live_flows(proxy):
     for flow, (extra, expected) in zip(flows, cases, strict=True):
         found = [c for c in codes(flow) if c != "recency-misroute"]
         assert found == ([expected] if expected else []), (extra, found)
+
+
+def test_live_timing_facts_and_a_stall(provider, tmp_path):
+    # One event, then the upstream holds the stream until released: a silence the addon must notice.
+    dump = tmp_path / "stall.mitm"
+    process, port = start_mitmdump(provider, dump, "toolcall_lens_stall_seconds=1")
+    try:
+        response, conn = raw_stream(port, "gated")
+        assert response.read1(65536).startswith(b"data: ")
+        time.sleep(1.5)  # the silence itself; nothing is measured against it here
+        with urllib.request.urlopen(f"http://127.0.0.1:{provider}/release", timeout=10) as released:
+            released.read()
+        response.read()
+        conn.close()
+        process.wait_for(r"toolcall-lens POST")
+    finally:
+        process.stop()
+    with open(dump, "rb") as f:
+        (flow,) = list(mio.FlowReader(f).stream())
+    result = result_of(flow)
+    timing = result["timing"]
+    assert timing["clock"] is True and timing["time_to_first_byte"] is not None
+    assert timing["longest_gap_after_event"] == 1 and timing["longest_gap"] > 1
+    stalled = [w for w in result["warnings"] if w["code"] == "stalled"]
+    assert stalled and stalled[0]["severity"] == "info" and stalled[0]["after_event"] == 1
+    assert all(c["first_at"] is not None for c in result["choices"][0]["tool_calls"])

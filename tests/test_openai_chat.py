@@ -213,7 +213,9 @@ def test_placeholder_ids_are_ignored(placeholder):
     assert calls_of(result) == [("call_real", "weather", '{"location": "Berlin"}')]
     # A client whose latest id and name overwrite the call's is fooled (langchain #39335); a merger
     # that concatenates strings also glues the "null" ids onto the real one.
-    expected = ["last-wins-misroute"] if placeholder == "" else ["field-concat-misroute", "last-wins-misroute"]
+    expected = (
+        ["last-wins-misroute"] if placeholder == "" else ["field-concat-misroute", "last-wins-misroute"]
+    )
     assert codes(result) == expected
 
 
