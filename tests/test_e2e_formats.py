@@ -129,10 +129,16 @@ def test_interleaved_calls_are_rebuilt_in_every_format(session, format):
     got = calls(result)
     assert [(c["id"], c["name"]) for c in got] == [(c["id"], c["name"]) for c in expected]
     assert all(same_json(g["arguments"], e["arguments"]) for g, e in zip(got, expected, strict=True))
+    verdicts = {name: v["verdict"] for name, v in result["compatibility"].items()}
     if format in FRAGMENTED:
         assert codes(result) == ["recency-misroute"] and flow.marked
+        assert verdicts == {"recency": "breaks", "index-only": "ok", "id-then-index": "ok"} | {
+            "field-concat": "ok",
+            "last-wins": "ok",
+        }
     else:
         assert codes(result) == [] and not flow.marked
+        assert set(verdicts.values()) == {"n/a"} and len(verdicts) == 5
     assert flow.response.raw_content == observed["body"]
 
 
