@@ -15,10 +15,11 @@ import logging
 import time
 from collections.abc import Sequence
 
-from mitmproxy import ctx, exceptions, http
+from mitmproxy import ctx, exceptions, hooks, http
 
 from accumulator import STRATEGIES, StreamAccumulator, analyze_message, classify_exchange, failure_result
 from accumulator.detect import STREAM_CONTENT_TYPES, path_format
+from accumulator.echo import DEFAULT_INDEX_SIZE, ObservedCalls
 from accumulator.report import summary_line
 
 logger = logging.getLogger("toolcall_lens")
@@ -86,6 +87,10 @@ class StreamWatch:
 class ToolcallLens:
     def __init__(self) -> None:
         self.watches: dict[str, StreamWatch] = {}  # flow id -> its stream callable, until the flow ends
+        self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
+        self.echo_warnings: dict[
+            str, list[dict]
+        ] = {}  # flow id -> its request's echo warnings, until annotated
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -121,6 +126,12 @@ class ToolcallLens:
         )
 
         loader.add_option(
+            "toolcall_lens_index_size",
+            int,
+            DEFAULT_INDEX_SIZE,
+            "Tool calls remembered from recent responses (least recently used out), to check the client's echoes.",
+        )
+        loader.add_option(
             "toolcall_lens_stall_seconds",
             int,
             10,
@@ -130,6 +141,10 @@ class ToolcallLens:
     def configure(self, updated) -> None:
         if "toolcall_lens_body_cap" in updated and ctx.options.toolcall_lens_body_cap < 0:
             raise exceptions.OptionsError("toolcall_lens_body_cap must be 0 or more bytes")
+        if "toolcall_lens_index_size" in updated:
+            if ctx.options.toolcall_lens_index_size < 0:
+                raise exceptions.OptionsError("toolcall_lens_index_size must be 0 or more")
+            self.observed.size = ctx.options.toolcall_lens_index_size
         if "toolcall_lens_stall_seconds" in updated and ctx.options.toolcall_lens_stall_seconds < 0:
             raise exceptions.OptionsError("toolcall_lens_stall_seconds must be 0 or more")
         if "toolcall_lens_event_cap" in updated and ctx.options.toolcall_lens_event_cap < 1:
@@ -144,6 +159,19 @@ class ToolcallLens:
             for pattern in ctx.options.toolcall_lens_hosts:
                 if not pattern or any(c.isspace() for c in pattern):
                     raise exceptions.OptionsError(f"toolcall_lens_hosts: bad host pattern {pattern!r}")
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
+        if path_format(flow.request.path) is None or not self._host_watched(flow) or not len(self.observed):
+            return
+        try:
+            found = self.observed.check(flow.request.get_content(strict=False))
+        except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
+            logger.warning("toolcall-lens: echo check failed: %s", _describe(exc))
+            return
+        if found:
+            self.echo_warnings[flow.id] = found
+            self._link_earlier_flows(flow, found)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         kind = self._classify(flow)
@@ -191,9 +219,11 @@ class ToolcallLens:
         watch = self.watches.pop(flow.id, None)
         if watch is not None:
             self._finish_stream(flow, watch)
+        self.echo_warnings.pop(flow.id, None)
 
     def done(self) -> None:
         self.watches.clear()
+        self.echo_warnings.clear()
 
     def _classify(self, flow: http.HTTPFlow) -> tuple[str | None, bool] | None:
         # The path and content type come first and cost a few string checks: other traffic pays no more.
@@ -202,14 +232,37 @@ class ToolcallLens:
         content_type = flow.response.headers.get("content-type", "").lower()
         if path_format(flow.request.path) is None and not content_type.startswith(STREAM_CONTENT_TYPES):
             return None
+        if not self._host_watched(flow):
+            return None
+        return classify_exchange(flow.request.path, content_type, flow.request.get_content(strict=False))
+
+    @staticmethod
+    def _host_watched(flow: http.HTTPFlow) -> bool:
         hosts = ctx.options.toolcall_lens_hosts
-        if hosts and not any(
+        return not hosts or any(
             fnmatch.fnmatch(host, pattern)
             for pattern in hosts
             for host in (flow.request.host, flow.request.pretty_host)
-        ):
-            return None
-        return classify_exchange(flow.request.path, content_type, flow.request.get_content(strict=False))
+        )
+
+    def _link_earlier_flows(self, flow: http.HTTPFlow, found: list[dict]) -> None:
+        """Give each earlier flow whose calls were echoed wrong a back-reference, while it is in the view."""
+        view = ctx.master.addons.get("view")
+        if view is None:
+            return
+        changed = []
+        for warning in found:
+            earlier = view.get_by_id(warning.get("earlier_flow") or "")
+            if earlier is None or earlier is flow:
+                continue
+            links = earlier.metadata.setdefault("toolcall_lens_echoes", [])
+            if not any(link["flow_id"] == flow.id for link in links):
+                links.append({"flow_id": flow.id, "code": warning["code"], "ids": []})
+                earlier.comment = f"{earlier.comment} | echoed wrong by flow {flow.id}".lstrip(" |")
+                changed.append(earlier)
+            next(link for link in links if link["flow_id"] == flow.id)["ids"].append(warning.get("id"))
+        if changed:
+            ctx.master.addons.trigger(hooks.UpdateHook(changed))
 
     def _finish_stream(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         result, body = watch.finish()
@@ -219,6 +272,10 @@ class ToolcallLens:
             self._annotate(flow, result)
 
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
+        echoes = self.echo_warnings.pop(flow.id, None)
+        if echoes:
+            result["warnings"].extend(echoes)
+        self.observed.record(result, flow.id)
         flow.metadata[METADATA_KEY] = result
         line = summary_line(result)
         flow.comment = line

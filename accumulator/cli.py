@@ -16,6 +16,7 @@ import orjson
 
 from .detect import classify_exchange, detect_format, sniff_message
 from .dialects import DIALECTS
+from .echo import ObservedCalls
 from .report import format_report
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .stream import StreamAccumulator, analyze_message
@@ -34,6 +35,7 @@ class Job:
     streamed: bool
     request: dict | bytes | None
     encoding: str | None = None  # the Content-Encoding of a stream's body, decoded as the addon does
+    echo_request: bytes | None = None  # a dump flow's own request: its echoes are checked, as live
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
 
-    # A dump's stream on an unknown path that turns out to be no LLM stream gives no result.
-    done = [(job, result) for job in jobs if (result := _run(job, args.strategies)) is not None]
+    # Flows in order, with one index of the calls seen so far: each request's echoes are checked against
+    # the calls of the responses before it, as the addon does live.
+    observed = ObservedCalls()
+    done = []
+    for job in jobs:
+        result = _run(job, args.strategies)
+        if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
+            continue
+        if job.echo_request is not None:
+            result["warnings"].extend(observed.check(job.echo_request))
+            observed.record(result, job.source["flow_id"])
+        done.append((job, result))
     results = [result for _, result in done]
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results}) + b"\n")
@@ -180,6 +192,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
                 kind[1],
                 request if request is not None else flow_request,
                 flow.response.headers.get("content-encoding") if kind[1] else None,
+                flow_request or b"",
             )
         )
     if not jobs:

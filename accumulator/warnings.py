@@ -88,6 +88,14 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "the request forced a tool that the response did not call",
     ),
+    "client-misassembled": (
+        "warning",
+        "the client's next request echoes a call differently from how the stream sent it",
+    ),
+    "unknown-tool-call-id": (
+        "info",
+        "the client's request names a tool call id no response carried, in a conversation whose calls were seen",
+    ),
     "stalled": (
         "info",
         "the stream went silent mid-way for longer than the stall threshold",

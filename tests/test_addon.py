@@ -343,3 +343,45 @@ def test_annotations_survive_a_dump_round_trip(lens):
     assert loaded.metadata["toolcall_lens"] == flow.metadata["toolcall_lens"]
     assert loaded.comment == flow.comment and loaded.marked == flow.marked
     assert loaded.response.raw_content == PRODUCTION
+
+
+def test_a_wrong_echo_is_flagged_on_the_follow_up_and_linked_from_the_earlier_flow():
+    from mitmproxy.addons.view import View
+
+    lens = addon_module.ToolcallLens()
+    view = View()
+    with taddons.context(lens, view):
+        earlier = llm_flow()
+        view.add([earlier])
+        stream_through(lens, earlier, PRODUCTION)
+        calls = [
+            {"id": "call_abc", "type": "function", "function": {"name": "search_circulars", "arguments": ""}},
+            {
+                "id": "call_xyz",
+                "type": "function",
+                "function": {"name": "get_user_profile", "arguments": "{}"},
+            },
+        ]
+        follow_up = llm_flow(
+            request={"model": "m", "stream": True, "messages": [{"role": "assistant", "tool_calls": calls}]}
+        )
+        before = follow_up.request.get_state()
+        lens.request(follow_up)
+        assert follow_up.request.get_state() == before  # read-only
+        assert [link["ids"] for link in earlier.metadata["toolcall_lens_echoes"]] == [
+            ["call_abc", "call_xyz"]
+        ]
+        assert f"echoed wrong by flow {follow_up.id}" in earlier.comment
+        stream_through(lens, follow_up, CLEAN)
+    found = [w for w in follow_up.metadata["toolcall_lens"]["warnings"] if w["code"] == "client-misassembled"]
+    assert [w["id"] for w in found] == ["call_abc", "call_xyz"] and follow_up.marked
+    assert lens.echo_warnings == {}
+
+
+def test_index_size_option_bounds_the_index(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_index_size=1)
+        stream_through(lens, llm_flow(), PRODUCTION)
+        assert len(lens.observed) == 1
+        with pytest.raises(exceptions.OptionsError):
+            tctx.configure(lens, toolcall_lens_index_size=-1)

@@ -1,0 +1,283 @@
+"""Evidence from the client's next request: the tool calls it echoes back, checked against the calls
+reconstructed from the responses it got.
+
+``ObservedCalls`` is a bounded index (least recently used out) of reconstructed calls by id. ``check``
+reads a request body in any format's shape (the echoed assistant calls and the tool results), and says
+where the client's version differs from the stream's: a different name (a concatenation of observed names,
+the production incident's ``search_circularsearch_circular``), different arguments (a splice of several
+calls' arguments, as recency routing builds), an id glued from several observed ids, or ids never seen in
+a conversation whose other calls were.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import orjson
+
+from .warnings import WarningLog
+
+DEFAULT_INDEX_SIZE = 10_000
+_SPLICE_CAP = 4096  # longest arguments the splice check looks at (its work is quadratic)
+
+
+@dataclass(slots=True, frozen=True)
+class ObservedCall:
+    id: str
+    name: str | None
+    arguments: str
+    flow_id: str
+    format: str
+
+
+@dataclass(slots=True, frozen=True)
+class EchoedCall:
+    id: str | None
+    name: str | None
+    arguments: str  # as text: an object the client sent is serialised
+    turn: int  # which assistant message of the conversation it was in
+
+
+class ObservedCalls:
+    """The calls reconstructed from recent responses, by id, at most ``size`` of them."""
+
+    def __init__(self, size: int = DEFAULT_INDEX_SIZE) -> None:
+        self.size = size
+        self._calls: OrderedDict[str, ObservedCall] = OrderedDict()
+        self._by_flow: dict[str, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def get(self, call_id: str) -> ObservedCall | None:
+        return self._calls.get(call_id)
+
+    def record(self, result: dict, flow_id: str) -> None:
+        """Remember the calls of one reconstructed response."""
+        ids = []
+        for choice in result.get("choices") or ():
+            for call in choice["tool_calls"]:
+                if call["id"]:
+                    self._calls[call["id"]] = ObservedCall(
+                        call["id"], call["name"], call["arguments"], flow_id, result["format"]
+                    )
+                    self._calls.move_to_end(call["id"])
+                    ids.append(call["id"])
+        if ids:
+            self._by_flow[flow_id] = ids
+        while len(self._calls) > self.size:
+            old_id, old = self._calls.popitem(last=False)
+            siblings = self._by_flow.get(old.flow_id)
+            if siblings is not None and old_id in siblings:
+                siblings.remove(old_id)
+                if not siblings:
+                    del self._by_flow[old.flow_id]
+
+    def siblings(self, flow_id: str) -> list[ObservedCall]:
+        return [self._calls[i] for i in self._by_flow.get(flow_id, ()) if i in self._calls]
+
+    def check(self, request) -> list[dict]:
+        """The warnings a request's echoes earn (empty when it echoes nothing we observed)."""
+        echoed, results = extract_echoes(request)
+        if not echoed and not results:
+            return []
+        warnings = WarningLog()
+        known_turns = set()
+        matched: list[tuple[EchoedCall, ObservedCall]] = []
+        glued: list[tuple[EchoedCall, list[ObservedCall]]] = []
+        for call in echoed:
+            if call.id is None:
+                continue
+            observed = self._calls.get(call.id)
+            if observed is not None:
+                matched.append((call, observed))
+                known_turns.add(call.turn)
+            elif (parts := self._glued_ids(call.id)) is not None:
+                glued.append((call, parts))
+                known_turns.add(call.turn)
+        for call, observed in matched:
+            self._compare(call, observed, warnings)
+        for call, parts in glued:
+            first = parts[0]
+            warnings.add(
+                "client-misassembled",
+                f"the client echoed call id {call.id!r}, glued from the observed ids "
+                f"{', '.join(p.id for p in parts)} (flow {first.flow_id})",
+                id=call.id,
+                earlier_flow=first.flow_id,
+                glued_ids=[p.id for p in parts],
+                observed={"name": first.name, "arguments": first.arguments},
+                echoed={"name": call.name, "arguments": call.arguments},
+            )
+        if known_turns:  # ids never seen in a conversation whose other calls were
+            echoed_ids = {c.id for c in echoed}
+            unknown = [c.id for c in echoed if c.turn in known_turns and c.id and self._unseen(c.id)]
+            unknown += [i for i in results if i not in echoed_ids and self._unseen(i)]
+            for call_id in dict.fromkeys(unknown):
+                warnings.add(
+                    "unknown-tool-call-id",
+                    f"the client's request names tool call id {call_id!r}, never seen in a response",
+                    id=call_id,
+                )
+        return warnings.to_list()
+
+    def _unseen(self, call_id: str) -> bool:
+        return call_id not in self._calls and self._glued_ids(call_id) is None
+
+    def _compare(self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog) -> None:
+        name_ok = call.name == observed.name
+        arguments_ok = _same_arguments(call.arguments, observed.arguments)
+        if name_ok and arguments_ok:
+            return
+        siblings = self.siblings(observed.flow_id)
+        details: dict = {}
+        problems = []
+        if not name_ok:
+            problems.append(f"name {call.name!r} instead of {observed.name!r}")
+            pieces = _segment(call.name or "", {s.name for s in siblings if s.name})
+            if pieces and len(pieces) > 1:
+                details["name_concatenation"] = pieces
+                problems[-1] += f" (a concatenation of {' + '.join(pieces)})"
+        if not arguments_ok:
+            problems.append("different arguments")
+            spliced = _splice_of(call.arguments, siblings)
+            if spliced:
+                details["arguments_splice"] = spliced
+                problems[-1] += f" (a splice of the arguments of {', '.join(spliced)})"
+        warnings.add(
+            "client-misassembled",
+            f"call {call.id}: the client's echo differs from what flow {observed.flow_id} streamed: "
+            + "; ".join(problems),
+            id=call.id,
+            earlier_flow=observed.flow_id,
+            observed={"name": observed.name, "arguments": observed.arguments},
+            echoed={"name": call.name, "arguments": call.arguments},
+            **details,
+        )
+
+    def _glued_ids(self, call_id: str) -> list[ObservedCall] | None:
+        """The observed calls whose ids, concatenated, make ``call_id`` (two or more), or None."""
+        pieces = _segment(call_id, self._calls, min_parts=2)
+        return [self._calls[p] for p in pieces] if pieces else None
+
+
+def _same_arguments(echoed: str, observed: str) -> bool:
+    if echoed == observed:
+        return True
+    try:
+        return orjson.loads(echoed or "{}") == orjson.loads(observed or "{}")
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
+    """``text`` cut into a sequence of ``words`` (a container), or None."""
+    if not text:
+        return None
+    best: list[list[str] | None] = [None] * (len(text) + 1)
+    best[0] = []
+    for end in range(1, len(text) + 1):
+        for start in range(end):
+            if best[start] is not None and text[start:end] in words:
+                best[end] = best[start] + [text[start:end]]
+                break
+    found = best[len(text)]
+    return found if found is not None and len(found) >= min_parts else None
+
+
+def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:
+    """The ids of two observed calls of one response whose arguments, interleaved, give ``echoed``."""
+    if len(echoed) > _SPLICE_CAP:
+        return None
+    for i, a in enumerate(siblings):
+        for b in siblings[i + 1 :]:
+            if (
+                a.arguments
+                and b.arguments
+                and len(a.arguments) + len(b.arguments) == len(echoed)
+                and _interleaves(a.arguments, b.arguments, echoed)
+            ):
+                return [a.id, b.id]
+    return None
+
+
+def _interleaves(a: str, b: str, text: str) -> bool:
+    # Can ``text`` be cut into pieces of ``a`` and ``b`` kept in order? (dynamic programming over a)
+    reachable = [False] * (len(a) + 1)
+    reachable[0] = True
+    for j in range(1, len(a) + 1):
+        reachable[j] = reachable[j - 1] and a[j - 1] == text[j - 1]
+    for i in range(1, len(b) + 1):
+        reachable[0] = reachable[0] and b[i - 1] == text[i - 1]
+        for j in range(1, len(a) + 1):
+            c = text[i + j - 1]
+            reachable[j] = (reachable[j] and b[i - 1] == c) or (reachable[j - 1] and a[j - 1] == c)
+    return reachable[len(a)]
+
+
+def extract_echoes(request) -> tuple[list[EchoedCall], list[str]]:
+    """The assistant tool calls a request echoes and the ids its tool results answer, in any format:
+    Chat, Cohere and Ollama ``messages[].tool_calls`` and ``tool_call_id``; Responses ``input[]``
+    ``function_call`` / ``function_call_output``; Anthropic ``tool_use`` / ``tool_result`` blocks; Gemini
+    ``functionCall`` / ``functionResponse`` parts; Bedrock ``toolUse`` / ``toolResult`` blocks."""
+    if isinstance(request, (bytes, str)):
+        try:
+            request = orjson.loads(request)
+        except orjson.JSONDecodeError:
+            return [], []
+    if type(request) is not dict:
+        return [], []
+    calls: list[EchoedCall] = []
+    results: list[str] = []
+    turn = 0
+    items = request.get("messages") or request.get("contents") or []
+    if type(request.get("input")) is list:  # Responses: a flat list of items
+        items = [{"role": "assistant", "content": [item]} for item in request["input"]]
+    for message in items if type(items) is list else ():
+        if type(message) is not dict:
+            continue
+        turn += 1
+        for entry in message.get("tool_calls") or ():  # Chat, Cohere, Ollama
+            if type(entry) is dict:
+                function = entry.get("function") if type(entry.get("function")) is dict else {}
+                calls.append(_echo(entry.get("id"), function.get("name"), function.get("arguments"), turn))
+        if type(message.get("tool_call_id")) is str:
+            results.append(message["tool_call_id"])
+        content = message.get("content") if type(message.get("content")) is list else message.get("parts")
+        for block in content if type(content) is list else ():
+            if type(block) is not dict:
+                continue
+            kind = block.get("type")
+            if kind == "function_call":  # Responses
+                calls.append(_echo(block.get("call_id"), block.get("name"), block.get("arguments"), turn))
+            elif kind == "function_call_output" and type(block.get("call_id")) is str:
+                results.append(block["call_id"])
+            elif kind == "tool_use":  # Anthropic
+                calls.append(_echo(block.get("id"), block.get("name"), block.get("input"), turn))
+            elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
+                results.append(block["tool_use_id"])
+            elif type(block.get("toolUse")) is dict:  # Bedrock
+                use = block["toolUse"]
+                calls.append(_echo(use.get("toolUseId"), use.get("name"), use.get("input"), turn))
+            elif type(block.get("toolResult")) is dict and type(block["toolResult"].get("toolUseId")) is str:
+                results.append(block["toolResult"]["toolUseId"])
+            elif type(block.get("functionCall")) is dict:  # Gemini
+                fc = block["functionCall"]
+                calls.append(_echo(fc.get("id"), fc.get("name"), fc.get("args"), turn))
+            elif (
+                type(block.get("functionResponse")) is dict
+                and type(block["functionResponse"].get("id")) is str
+            ):
+                results.append(block["functionResponse"]["id"])
+    return calls, results
+
+
+def _echo(call_id, name, arguments, turn: int) -> EchoedCall:
+    if arguments is None:
+        text = ""
+    elif type(arguments) is str:
+        text = arguments
+    else:
+        text = orjson.dumps(arguments).decode()
+    return EchoedCall(call_id if type(call_id) is str and call_id else None, name, text, turn)

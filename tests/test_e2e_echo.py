@@ -1,0 +1,388 @@
+"""The client's follow-up request as evidence, end to end: through a real mitmdump with the addon, a
+small client of our own that rebuilds streams by the recency rule sends back its (wrong) calls; the
+official SDKs, which rebuild correctly, send back the right ones. Chat Completions, Responses, Anthropic.
+Then the CLI reads the dump and finds the same."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+
+import anthropic
+import openai
+import pytest
+from lab import BIN, start_fake_provider, start_mitmdump
+from mitmproxy import io as mio
+
+QUESTION = "Find the circulars and my profile."
+CHAT_TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+    for n in ("search_circulars", "get_user_profile")
+]
+
+
+def post(port: int, path: str, body: dict, case: str) -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "X-Test-Case": case})
+    data = conn.getresponse().read()
+    conn.close()
+    return data
+
+
+def sse_payloads(body: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in body.split(b"\n") if line.startswith(b"data: {")]
+
+
+# --- a client that appends every fragment to the latest call, one per format ---------------------------
+
+
+def recency_chat(body: bytes) -> list[dict]:
+    calls: list[dict] = []
+    for chunk in sse_payloads(body):
+        for choice in chunk.get("choices", []):
+            for delta in choice.get("delta", {}).get("tool_calls") or []:
+                function = delta.get("function", {})
+                if function.get("name"):
+                    calls.append({"id": delta.get("id"), "name": function["name"], "arguments": ""})
+                calls[-1]["arguments"] += function.get("arguments") or ""
+    return calls
+
+
+def recency_responses(body: bytes) -> list[dict]:
+    calls: list[dict] = []
+    for event in sse_payloads(body):
+        if event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
+            calls.append({"id": event["item"]["call_id"], "name": event["item"]["name"], "arguments": ""})
+        elif event["type"] == "response.function_call_arguments.delta":
+            calls[-1]["arguments"] += event["delta"]
+    return calls
+
+
+def recency_anthropic(body: bytes) -> list[dict]:
+    calls: list[dict] = []
+    for event in sse_payloads(body):
+        if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
+            block = event["content_block"]
+            calls.append({"id": block["id"], "name": block["name"], "arguments": ""})
+        elif event["type"] == "content_block_delta" and event["delta"]["type"] == "input_json_delta":
+            calls[-1]["arguments"] += event["delta"]["partial_json"]
+    return calls
+
+
+def parsed(arguments: str) -> dict:
+    try:
+        return json.loads(arguments or "{}")
+    except ValueError:
+        return {}  # what a naive client sends when its own arguments do not parse
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    dump = tmp_path_factory.mktemp("e2e-echo") / "flows.mitm"
+    provider, provider_port = start_fake_provider(delay=0.002)
+    try:
+        proxy, port = start_mitmdump(provider_port, dump)
+        try:
+            converse(port)
+        finally:
+            proxy.stop()
+    finally:
+        provider.stop()
+    with open(dump, "rb") as f:
+        flows = {flow.request.headers.get("X-Test-Case"): flow for flow in mio.FlowReader(f).stream()}
+    return flows, dump
+
+
+def converse(port: int) -> None:
+    # Chat Completions, by a recency client.
+    body = post(
+        port,
+        "/v1/chat/completions",
+        {
+            "model": "interleaved",
+            "stream": True,
+            "messages": [{"role": "user", "content": QUESTION}],
+            "tools": CHAT_TOOLS,
+        },
+        "chat/recency/1",
+    )
+    calls = recency_chat(body)
+    messages = [
+        {"role": "user", "content": QUESTION},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls
+            ],
+        },
+    ] + [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
+    post(
+        port,
+        "/v1/chat/completions",
+        {"model": "text", "stream": True, "messages": messages, "tools": CHAT_TOOLS},
+        "chat/recency/2",
+    )
+
+    # Chat Completions, by the official openai SDK.
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test", max_retries=0)
+    first = [{"role": "user", "content": QUESTION}]
+    with client.chat.completions.stream(
+        model="interleaved", messages=first, tools=CHAT_TOOLS, extra_headers={"X-Test-Case": "chat/sdk/1"}
+    ) as stream:
+        message = stream.get_final_completion().choices[0].message
+    follow = first + [message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})]
+    follow += [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in message.tool_calls]
+    for _ in client.chat.completions.create(
+        model="text",
+        messages=follow,
+        tools=CHAT_TOOLS,
+        stream=True,
+        extra_headers={"X-Test-Case": "chat/sdk/2"},
+    ):
+        pass
+
+    # Responses API, by a recency client, then by the SDK.
+    tools = [
+        {"type": "function", "name": n, "parameters": {"type": "object"}}
+        for n in ("search_circulars", "get_user_profile")
+    ]
+    body = post(
+        port,
+        "/v1/responses",
+        {"model": "interleaved", "stream": True, "input": QUESTION, "tools": tools},
+        "responses/recency/1",
+    )
+    calls = recency_responses(body)
+    items = [{"role": "user", "content": QUESTION}]
+    items += [
+        {"type": "function_call", "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+        for c in calls
+    ]
+    items += [{"type": "function_call_output", "call_id": c["id"], "output": "ok"} for c in calls]
+    post(
+        port,
+        "/v1/responses",
+        {"model": "text", "stream": True, "input": items, "tools": tools},
+        "responses/recency/2",
+    )
+    with client.responses.stream(
+        model="interleaved", input=QUESTION, tools=tools, extra_headers={"X-Test-Case": "responses/sdk/1"}
+    ) as stream:
+        output = [o for o in stream.get_final_response().output if o.type == "function_call"]
+    items = [{"role": "user", "content": QUESTION}]
+    items += [
+        {"type": "function_call", "call_id": o.call_id, "name": o.name, "arguments": o.arguments}
+        for o in output
+    ]
+    items += [{"type": "function_call_output", "call_id": o.call_id, "output": "ok"} for o in output]
+    for _ in client.responses.create(
+        model="text", input=items, tools=tools, stream=True, extra_headers={"X-Test-Case": "responses/sdk/2"}
+    ):
+        pass
+
+    # Anthropic Messages, by a recency client, then by the SDK.
+    tools = [
+        {"name": n, "input_schema": {"type": "object"}} for n in ("search_circulars", "get_user_profile")
+    ]
+    first = [{"role": "user", "content": QUESTION}]
+    body = post(
+        port,
+        "/v1/messages",
+        {"model": "interleaved", "max_tokens": 100, "stream": True, "messages": first, "tools": tools},
+        "anthropic/recency/1",
+    )
+    calls = recency_anthropic(body)
+    follow = first + [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": parsed(c["arguments"])}
+                for c in calls
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": c["id"], "content": "ok"} for c in calls],
+        },
+    ]
+    post(
+        port,
+        "/v1/messages",
+        {"model": "text", "max_tokens": 100, "stream": True, "messages": follow, "tools": tools},
+        "anthropic/recency/2",
+    )
+    claude = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="test", max_retries=0)
+    with claude.messages.stream(
+        model="interleaved",
+        max_tokens=100,
+        messages=first,
+        tools=tools,
+        extra_headers={"X-Test-Case": "anthropic/sdk/1"},
+    ) as stream:
+        final = stream.get_final_message()
+    uses = [b for b in final.content if b.type == "tool_use"]
+    follow = first + [
+        {"role": "assistant", "content": [b.model_dump() for b in final.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": b.id, "content": "ok"} for b in uses],
+        },
+    ]
+    with claude.messages.stream(
+        model="text",
+        max_tokens=100,
+        messages=follow,
+        tools=tools,
+        extra_headers={"X-Test-Case": "anthropic/sdk/2"},
+    ) as stream:
+        stream.get_final_message()
+
+    # A conversation whose history comes from elsewhere: ids no response through this proxy carried.
+    foreign = [
+        {"role": "user", "content": QUESTION},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_from_yesterday",
+                    "type": "function",
+                    "function": {"name": "search_circulars", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_from_yesterday", "content": "ok"},
+    ]
+    post(port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": foreign}, "foreign/1")
+
+
+def echo_warnings(flow) -> list[dict]:
+    return [
+        w
+        for w in flow.metadata["toolcall_lens"]["warnings"]
+        if w["code"] in ("client-misassembled", "unknown-tool-call-id")
+    ]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_a_recency_client_is_caught_by_its_own_follow_up(session, api):
+    flows, _ = session
+    first, follow_up = flows[f"{api}/recency/1"], flows[f"{api}/recency/2"]
+    found = echo_warnings(follow_up)
+    assert [w["code"] for w in found] == ["client-misassembled", "client-misassembled"]
+    assert {w["earlier_flow"] for w in found} == {first.id}
+    observed = {c["id"]: c for c in first.metadata["toolcall_lens"]["choices"][0]["tool_calls"]}
+    for w in found:
+        assert w["observed"]["arguments"] == observed[w["id"]]["arguments"]  # the truth, from the stream
+        assert w["echoed"]["arguments"] != w["observed"]["arguments"]
+    if api != "anthropic":  # Anthropic's client sent {} for arguments that did not parse: no splice to see
+        spliced = [w for w in found if "arguments_splice" in w]
+        assert len(spliced) == 1 and sorted(spliced[0]["arguments_splice"]) == sorted(observed)
+    assert follow_up.marked and "client-misassembled" in follow_up.comment
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_an_sdk_that_rebuilds_correctly_raises_nothing(session, api):
+    flows, _ = session
+    assert echo_warnings(flows[f"{api}/sdk/2"]) == []
+    assert "recency-misroute" in [
+        w["code"] for w in flows[f"{api}/sdk/1"].metadata["toolcall_lens"]["warnings"]
+    ]
+
+
+def test_history_from_elsewhere_gives_no_false_alarm(session):
+    flows, _ = session
+    assert echo_warnings(flows["foreign/1"]) == []
+
+
+def test_the_cli_finds_the_same_in_the_dump(session):
+    flows, dump = session
+    done = subprocess.run(
+        [str(BIN / "toolcall-lens"), str(dump), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    by_flow = {r["source"]["flow_id"]: r for r in json.loads(done.stdout)["results"]}
+    for case, flow in flows.items():
+        live = echo_warnings(flow)
+        cli = [
+            w
+            for w in by_flow[flow.id]["warnings"]
+            if w["code"] in ("client-misassembled", "unknown-tool-call-id")
+        ]
+        assert cli == live, case
+
+
+def test_the_index_is_bounded_live(tmp_path):
+    # With room for 2 calls, the first conversation's calls are gone by the time its follow-up comes.
+    provider, provider_port = start_fake_provider(delay=0.001)
+    dump = tmp_path / "bounded.mitm"
+    try:
+        proxy, port = start_mitmdump(provider_port, dump, "toolcall_lens_index_size=2")
+        try:
+            bodies = [
+                post(
+                    port,
+                    "/v1/chat/completions",
+                    {"model": "interleaved", "stream": True, "messages": []},
+                    f"stream/{n}",
+                )
+                for n in range(2)
+            ]
+            for body in bodies:  # the same scenario twice: the same ids, the newest flow wins them
+                calls = recency_chat(body)
+            sequential = post(
+                port,
+                "/v1/chat/completions",
+                {"model": "sequential", "stream": True, "messages": []},
+                "stream/2",
+            )
+            old = [
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
+                        for c in calls
+                    ],
+                }
+            ]
+            post(
+                port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": old}, "follow/old"
+            )
+            new_calls = recency_chat(sequential)
+            new = [
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"] + "x", "arguments": c["arguments"]},
+                        }
+                        for c in new_calls
+                    ],
+                }
+            ]
+            post(
+                port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": new}, "follow/new"
+            )
+        finally:
+            proxy.stop()
+    finally:
+        provider.stop()
+    with open(dump, "rb") as f:
+        flows = {flow.request.headers.get("X-Test-Case"): flow for flow in mio.FlowReader(f).stream()}
+    assert echo_warnings(flows["follow/old"]) == []  # evicted: nothing known, nothing said
+    assert [w["code"] for w in echo_warnings(flows["follow/new"])] == ["client-misassembled"] * 2

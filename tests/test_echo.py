@@ -1,0 +1,229 @@
+"""The client's next request, checked against what was streamed: echoes extracted from every format's
+request shape, the bounded index, and each kind of evidence (names, arguments, ids)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streams import DATA, warning
+
+from accumulator import analyze
+from accumulator.echo import ObservedCalls, extract_echoes
+
+PRODUCTION = analyze((DATA / "production_interleaved.sse").read_bytes())  # call_abc, call_xyz
+
+
+def observed(*results) -> ObservedCalls:
+    index = ObservedCalls()
+    for n, result in enumerate(results):
+        index.record(result, f"flow-{n}")
+    return index
+
+
+def chat_follow_up(calls: list[dict], results: list[str] | None = None) -> bytes:
+    messages = [
+        {"role": "user", "content": "Find the circulars and my profile."},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls
+            ],
+        },
+    ]
+    messages += [
+        {"role": "tool", "tool_call_id": i, "content": "ok"} for i in results or [c["id"] for c in calls]
+    ]
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+RIGHT = [
+    {"id": "call_abc", "name": "search_circulars", "arguments": '{"query": "RBI circulars"}'},
+    {"id": "call_xyz", "name": "get_user_profile", "arguments": '{"user_id": "u123"}'},
+]
+
+
+def test_a_faithful_echo_raises_nothing_even_reformatted():
+    reformatted = [{**RIGHT[0], "arguments": '{"query":"RBI circulars"}'}, RIGHT[1]]  # same JSON value
+    assert observed(PRODUCTION).check(chat_follow_up(RIGHT)) == []
+    assert observed(PRODUCTION).check(chat_follow_up(reformatted)) == []
+
+
+def test_recency_built_calls_are_caught_with_the_splice_named():
+    recency = [
+        {**RIGHT[0], "arguments": ""},
+        {**RIGHT[1], "arguments": '{"query": "RBI{"user_id": "u circulars"}123"}'},
+    ]
+    found = observed(PRODUCTION).check(chat_follow_up(recency))
+    assert [w["code"] for w in found] == ["client-misassembled", "client-misassembled"]
+    spliced = found[1]
+    assert spliced["severity"] == "warning" and spliced["earlier_flow"] == "flow-0"
+    assert spliced["arguments_splice"] == ["call_abc", "call_xyz"]
+    assert spliced["observed"]["arguments"] == '{"user_id": "u123"}'
+    assert spliced["echoed"]["arguments"] == recency[1]["arguments"]
+    assert "splice of the arguments of call_abc, call_xyz" in spliced["message"]
+
+
+def test_a_concatenated_name_is_named_as_such():
+    # The production incident: the follow-up requests carried search_circularsearch_circular.
+    doubled = [{**RIGHT[0], "name": "search_circularssearch_circulars"}, RIGHT[1]]
+    (found,) = observed(PRODUCTION).check(chat_follow_up(doubled))
+    assert found["name_concatenation"] == ["search_circulars", "search_circulars"]
+    assert "arguments_splice" not in found
+
+
+def test_ids_glued_from_observed_ids_are_caught():
+    glued = [{**RIGHT[0], "id": "call_abccall_abc"}, RIGHT[1]]
+    found = observed(PRODUCTION).check(chat_follow_up(glued))
+    assert [w["code"] for w in found] == ["client-misassembled"]
+    assert found[0]["glued_ids"] == ["call_abc", "call_abc"]
+
+
+def test_unknown_ids_only_in_a_conversation_we_saw():
+    invented = [RIGHT[0], {**RIGHT[1], "id": "call_made_up"}]
+    found = observed(PRODUCTION).check(chat_follow_up(invented, ["call_abc", "call_made_up", "call_other"]))
+    assert [(w["code"], w["severity"], w["id"]) for w in found] == [
+        ("unknown-tool-call-id", "info", "call_made_up"),
+        ("unknown-tool-call-id", "info", "call_other"),
+    ]
+    # History from elsewhere: no id of it was ever observed, so nothing is said.
+    foreign = [
+        {"id": "call_1", "name": "f", "arguments": "{}"},
+        {"id": "call_2", "name": "g", "arguments": "{}"},
+    ]
+    assert observed(PRODUCTION).check(chat_follow_up(foreign)) == []
+
+
+def test_the_index_stays_within_its_bound():
+    index = ObservedCalls(size=3)
+    for n in range(50):
+        result = {
+            "format": "openai-chat",
+            "choices": [
+                {"tool_calls": [{"id": f"c{n}_{k}", "name": "f", "arguments": "{}"} for k in range(2)]}
+            ],
+        }
+        index.record(result, f"flow-{n}")
+        assert len(index) <= 3
+    assert index.get("c49_1") is not None and index.get("c0_0") is None
+    assert len(index._by_flow) <= 3
+
+
+@pytest.mark.parametrize(
+    "request_body,calls,results",
+    [
+        (  # OpenAI Responses
+            {
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": '{"a":1}'},
+                    {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+                ]
+            },
+            [("c1", "f", '{"a":1}')],
+            ["c1"],
+        ),
+        (  # Anthropic
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "x"},
+                            {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+                    },
+                ]
+            },
+            [("t1", "f", '{"a":1}')],
+            ["t1"],
+        ),
+        (  # Gemini
+            {
+                "contents": [
+                    {
+                        "role": "model",
+                        "parts": [{"functionCall": {"id": "g1", "name": "f", "args": {"a": 1}}}],
+                    },
+                    {
+                        "role": "user",
+                        "parts": [{"functionResponse": {"id": "g1", "name": "f", "response": {}}}],
+                    },
+                ]
+            },
+            [("g1", "f", '{"a":1}')],
+            ["g1"],
+        ),
+        (  # Bedrock Converse
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [{"toolUse": {"toolUseId": "b1", "name": "f", "input": {"a": 1}}}],
+                    },
+                    {
+                        "role": "user",
+                        "content": [{"toolResult": {"toolUseId": "b1", "content": [{"text": "ok"}]}}],
+                    },
+                ]
+            },
+            [("b1", "f", '{"a":1}')],
+            ["b1"],
+        ),
+        (  # Chat, Cohere v2, Ollama
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [{"id": "o1", "function": {"name": "f", "arguments": {"a": 1}}}],
+                    },
+                    {"role": "tool", "tool_call_id": "o1", "content": "ok"},
+                ]
+            },
+            [("o1", "f", '{"a":1}')],
+            ["o1"],
+        ),
+    ],
+)
+def test_echoes_are_read_from_every_formats_request(request_body, calls, results):
+    echoed, answered = extract_echoes(json.dumps(request_body).encode())
+    assert [(c.id, c.name, c.arguments) for c in echoed] == calls
+    assert answered == results
+
+
+def test_anthropic_echo_of_a_spliced_call_is_caught():
+    body = (DATA / "anthropic_messages_parallel.sse").read_bytes()
+    result = analyze(body, "anthropic-messages")
+    request = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01A9sWq3Lk7Zr2Vb8Nx4Pd6T",
+                        "name": "get_weather",
+                        "input": {},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01H2cMv8Yt5Qe1Kw6Rz3Ju9B",
+                        "name": "get_time",
+                        "input": {"tz": "Europe/Paris"},
+                    },
+                ],
+            }
+        ]
+    }
+    found = observed(result).check(json.dumps(request))
+    assert [w["id"] for w in found] == ["toolu_01A9sWq3Lk7Zr2Vb8Nx4Pd6T"]
+    assert warning({"warnings": found}, "client-misassembled")["echoed"]["arguments"] == "{}"
