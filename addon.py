@@ -5,22 +5,38 @@ and flag streams that naive accumulators would have got wrong. The traffic is ne
     mitmweb -s addon.py
 
 Each LLM flow gets ``flow.metadata["toolcall_lens"]`` (the result, as the CLI prints it), a one-line
-``flow.comment``, a marker when a warning was raised, its body kept for dumps, and a log line.
+``flow.comment``, a marker when a warning was raised, its body kept for dumps, and a log line; mitmweb
+shows it in the "toolcall-lens" content view, growing while the stream runs. Stored flows lose their
+API keys as soon as the request has gone out. Commands: ``toolcall_lens.report @all``,
+``toolcall_lens.export @marked /tmp/llm.jsonl``.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import os
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
-from mitmproxy import ctx, exceptions, hooks, http
+import orjson
+from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
+from mitmproxy import flow as mflow
+from mitmproxy import types as mtypes
 
-from accumulator import STRATEGIES, StreamAccumulator, analyze_message, classify_exchange, failure_result
-from accumulator.detect import STREAM_CONTENT_TYPES, path_format
+from accumulator import (
+    STRATEGIES,
+    StreamAccumulator,
+    analyze,
+    analyze_message,
+    classify_exchange,
+    failure_result,
+    sniff_format,
+)
+from accumulator.detect import SNIFF_BYTES, STREAM_CONTENT_TYPES, path_format, sniff_message
 from accumulator.echo import DEFAULT_INDEX_SIZE, ObservedCalls
-from accumulator.report import summary_line
+from accumulator.report import format_view, summary_line
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -34,10 +50,33 @@ class StreamWatch:
     analysis of this flow stops, and the bytes keep flowing.
     """
 
-    __slots__ = ("accumulator", "body_cap", "chunks", "failure", "format", "inner", "kept", "seen")
+    __slots__ = (
+        "accumulator",
+        "body_cap",
+        "chunks",
+        "failure",
+        "format",
+        "inner",
+        "kept",
+        "next_progress",
+        "on_progress",
+        "progress_every",
+        "seen",
+    )
 
-    def __init__(self, accumulator: StreamAccumulator, format: str | None, body_cap: int, inner=None) -> None:
+    def __init__(
+        self,
+        accumulator: StreamAccumulator,
+        format: str | None,
+        body_cap: int,
+        inner=None,
+        on_progress=None,
+        progress_every: float = 0.0,
+    ) -> None:
         self.accumulator = accumulator
+        self.on_progress = on_progress  # called with the watch, at most every ``progress_every`` seconds
+        self.progress_every = progress_every
+        self.next_progress = 0.0
         self.format = format
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
         self.inner = inner  # a stream callable another addon set before us, still honoured
@@ -57,7 +96,11 @@ class StreamWatch:
                     self.chunks.append(chunk if len(chunk) <= room else chunk[:room])
                     self.kept += min(len(chunk), room)
                 if self.failure is None:
-                    self.accumulator.feed(chunk, time.time())
+                    now = time.time()
+                    self.accumulator.feed(chunk, now)
+                    if self.on_progress is not None and now >= self.next_progress:
+                        self.next_progress = now + self.progress_every
+                        self.on_progress(self)
         except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
             self.failure = _describe(exc)
         return chunk
@@ -88,9 +131,9 @@ class ToolcallLens:
     def __init__(self) -> None:
         self.watches: dict[str, StreamWatch] = {}  # flow id -> its stream callable, until the flow ends
         self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
-        self.echo_warnings: dict[
-            str, list[dict]
-        ] = {}  # flow id -> its request's echo warnings, until annotated
+        # flow id -> its request's echo warnings, until the flow is annotated
+        self.echo_warnings: dict[str, list[dict]] = {}
+        self.export_fd: int | None = None  # the toolcall_lens_jsonl file, opened for appending
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -126,6 +169,25 @@ class ToolcallLens:
         )
 
         loader.add_option(
+            "toolcall_lens_redact",
+            bool,
+            True,
+            "Replace API keys (Authorization, x-api-key, api-key, x-goog-api-key, ?key=, AWS signatures) "
+            "in stored flows once the request has gone out.",
+        )
+        loader.add_option(
+            "toolcall_lens_jsonl",
+            str,
+            "",
+            "Append one JSON record per finished LLM flow to this file (result, URL, time, status, duration).",
+        )
+        loader.add_option(
+            "toolcall_lens_live_updates",
+            int,
+            2,
+            "Updates per second of a running LLM stream's flow (mitmweb shows the calls as they grow); 0: none.",
+        )
+        loader.add_option(
             "toolcall_lens_index_size",
             int,
             DEFAULT_INDEX_SIZE,
@@ -141,6 +203,10 @@ class ToolcallLens:
     def configure(self, updated) -> None:
         if "toolcall_lens_body_cap" in updated and ctx.options.toolcall_lens_body_cap < 0:
             raise exceptions.OptionsError("toolcall_lens_body_cap must be 0 or more bytes")
+        if "toolcall_lens_live_updates" in updated and ctx.options.toolcall_lens_live_updates < 0:
+            raise exceptions.OptionsError("toolcall_lens_live_updates must be 0 or more")
+        if "toolcall_lens_jsonl" in updated:
+            self._open_export(ctx.options.toolcall_lens_jsonl)
         if "toolcall_lens_index_size" in updated:
             if ctx.options.toolcall_lens_index_size < 0:
                 raise exceptions.OptionsError("toolcall_lens_index_size must be 0 or more")
@@ -174,6 +240,9 @@ class ToolcallLens:
             self._link_earlier_flows(flow, found)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
+        # The request has gone out: from now on the stored flow needs no key (and -w must never see one).
+        if ctx.options.toolcall_lens_redact:
+            redact_credentials(flow)
         kind = self._classify(flow)
         if kind is None or not kind[1]:
             return  # not an LLM stream: no callable, no cost (a JSON response is read in `response`)
@@ -192,7 +261,9 @@ class ToolcallLens:
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
         body_cap = 0 if own_copy else ctx.options.toolcall_lens_body_cap
         inner = flow.response.stream if callable(flow.response.stream) else None
-        watch = StreamWatch(accumulator, format, body_cap, inner)
+        rate = ctx.options.toolcall_lens_live_updates
+        progress = (lambda w: self._progress(flow, w)) if rate else None
+        watch = StreamWatch(accumulator, format, body_cap, inner, progress, 1.0 / rate if rate else 0.0)
         self.watches[flow.id] = watch
         flow.response.stream = watch
 
@@ -216,6 +287,8 @@ class ToolcallLens:
     def error(self, flow: http.HTTPFlow) -> None:
         # An upstream or client abort fires only this hook; the stream's own end marker says whether
         # the stream was complete (the sync openai SDK disconnects right after [DONE]).
+        if ctx.options.toolcall_lens_redact and flow.response is None:
+            redact_credentials(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
         if watch is not None:
             self._finish_stream(flow, watch)
@@ -224,6 +297,61 @@ class ToolcallLens:
     def done(self) -> None:
         self.watches.clear()
         self.echo_warnings.clear()
+        self._open_export("")
+
+    @command.command("toolcall_lens.report")
+    def report(self, flows: Sequence[mflow.Flow]) -> str:
+        """One line per LLM flow: time, host, format, model, calls, warnings."""
+        lines = []
+        for flow in flows:
+            result = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
+            if result is None:
+                continue
+            when = datetime.fromtimestamp(flow.request.timestamp_start, UTC).strftime("%H:%M:%S")
+            names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
+            codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
+            lines.append(
+                f"{when}  {flow.request.pretty_host}  {result['format']}  {result['model'] or '?'}  "
+                f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
+            )
+        return "\n".join(lines) or "no LLM flows"
+
+    @command.command("toolcall_lens.export")
+    def export(self, flows: Sequence[mflow.Flow], path: mtypes.Path) -> None:
+        """Write the LLM flows among these to a JSONL file, one record each."""
+        with open(os.path.expanduser(path), "wb") as f:
+            for flow in flows:
+                result = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
+                if result is not None:
+                    f.write(_record(flow, result))
+        logger.info("toolcall-lens: exported LLM flows to %s", path)
+
+    def _open_export(self, path: str) -> None:
+        if self.export_fd is not None:
+            os.close(self.export_fd)
+            self.export_fd = None
+        if path:
+            try:
+                self.export_fd = os.open(
+                    os.path.expanduser(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+                )
+            except OSError as exc:
+                raise exceptions.OptionsError(
+                    f"toolcall_lens_jsonl: cannot open {path}: {exc.strerror}"
+                ) from None
+
+    def _progress(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
+        """A running stream's calls so far, on the flow, and mitmweb told to show them."""
+        snapshot = watch.accumulator.snapshot()
+        if snapshot is None:
+            return
+        flow.metadata["toolcall_lens_live"] = snapshot
+        names = [c["name"] or "?" for choice in snapshot["choices"] for c in choice["tool_calls"]]
+        flow.comment = (
+            f"{snapshot['format']} {snapshot['model'] or '?'}: streaming, {snapshot['events']} events"
+            + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
+        )
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
     def _classify(self, flow: http.HTTPFlow) -> tuple[str | None, bool] | None:
         # The path and content type come first and cost a few string checks: other traffic pays no more.
@@ -276,6 +404,7 @@ class ToolcallLens:
         if echoes:
             result["warnings"].extend(echoes)
         self.observed.record(result, flow.id)
+        flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result
         line = summary_line(result)
         flow.comment = line
@@ -289,6 +418,116 @@ class ToolcallLens:
             flow.request.pretty_url,
             line,
         )
+        if self.export_fd is not None:
+            try:
+                # One write of one whole line on an O_APPEND descriptor: a reader never sees half a record.
+                os.write(self.export_fd, _record(flow, result))
+            except OSError as exc:
+                logger.warning("toolcall-lens: cannot append to %s: %s", ctx.options.toolcall_lens_jsonl, exc)
+
+
+def _record(flow: http.HTTPFlow, result: dict) -> bytes:
+    """One JSONL line: the result with the URL, time, status and duration of its flow."""
+    response = flow.response
+    end = (response.timestamp_end if response else None) or (flow.error.timestamp if flow.error else None)
+    record = {
+        "flow_id": flow.id,
+        "method": flow.request.method,
+        "url": flow.request.pretty_url,
+        "time": datetime.fromtimestamp(flow.request.timestamp_start, UTC).isoformat(),
+        "status": response.status_code if response else None,
+        "duration": round(end - flow.request.timestamp_start, 6) if end else None,
+        "error": flow.error.msg if flow.error else None,
+        "result": result,
+    }
+    return orjson.dumps(record) + b"\n"
+
+
+# Where API keys travel: headers, and query parameters (Gemini's ?key=, presigned AWS URLs).
+SECRET_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-amz-security-token",
+)
+SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
+REDACTED = "…[redacted]"
+
+
+def redact_credentials(flow: http.HTTPFlow) -> None:
+    """Replace the credentials of a stored request by a marker that keeps their first few characters."""
+    headers = flow.request.headers
+    for name in SECRET_HEADERS:
+        values = headers.get_all(name)
+        if values:
+            headers.set_all(name, [_mask(value) for value in values])
+    query = flow.request.query
+    for name in SECRET_QUERY:
+        values = query.get_all(name)
+        if values:
+            query.set_all(name, [_mask(value) for value in values])
+
+
+def _mask(value: str) -> str:
+    if value.endswith(REDACTED):
+        return value
+    scheme, space, secret = value.partition(" ")
+    if not space or len(scheme) > 24:  # no auth scheme: the whole value is the secret
+        scheme, secret = "", value
+    else:
+        scheme += " "
+    keep = min(6, len(secret) // 4)
+    return f"{scheme}{secret[:keep]}{REDACTED}"
+
+
+class ToolcallLensView(contentviews.Contentview):
+    """mitmweb's and ``mitmdump --flow-detail 3``'s view of an LLM response: the calls by identity, the
+    warnings, the verdicts, and each failing strategy's calls beside the right ones. It runs the core on
+    the body (flows from a dump made without the addon too); the addon's result, when there is one, also
+    brings the clock and the client's echoes."""
+
+    name = "toolcall-lens"
+
+    def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
+        flow = metadata.flow
+        result = flow.metadata.get(METADATA_KEY) if flow is not None else None
+        if result is None:
+            kind = _llm_kind(data, metadata)
+            if kind is None:
+                raise ValueError("not an LLM response toolcall-lens reads")
+            request = flow.request.get_content(strict=False) if isinstance(flow, http.HTTPFlow) else None
+            format, streamed = kind
+            if streamed:
+                result = analyze(data, format, request=request)
+            else:
+                result = analyze_message(data, format, request=request)
+            if result is None:
+                raise ValueError("not an LLM stream toolcall-lens reads")
+        return format_view(result)
+
+    def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
+        if isinstance(metadata.http_message, http.Request):
+            return -1
+        return 3 if _llm_kind(data, metadata) is not None else -1
+
+
+def _llm_kind(data: bytes, metadata: contentviews.Metadata) -> tuple[str, bool] | None:
+    flow = metadata.flow
+    if isinstance(flow, http.HTTPFlow) and flow.response is not None:
+        kind = classify_exchange(
+            flow.request.path,
+            flow.response.headers.get("content-type"),
+            flow.request.get_content(strict=False),
+        )
+        if kind is not None and kind[0] is not None:
+            return kind
+    format = sniff_format(data[:SNIFF_BYTES])
+    if format is not None:
+        return format, True
+    format = sniff_message(data) if data[:1] == b"{" else None
+    return (format, False) if format is not None else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -298,4 +537,5 @@ def _describe(exc: BaseException) -> str:
         return type(exc).__name__
 
 
+contentviews.add(ToolcallLensView)
 addons = [ToolcallLens()]

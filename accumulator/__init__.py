@@ -8,7 +8,7 @@
 No I/O, no mitmproxy, no global state: bytes in, a result out, the same however the bytes are cut.
 """
 
-from .detect import classify_exchange, detect_format
+from .detect import classify_exchange, detect_format, sniff_format
 from .dialects import DIALECTS
 from .result import RESULT_SCHEMA, failure_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
@@ -29,4 +29,5 @@ __all__ = [
     "classify_exchange",
     "detect_format",
     "failure_result",
+    "sniff_format",
 ]

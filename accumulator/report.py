@@ -111,3 +111,44 @@ def summary_line(result: dict) -> str:
     if not result["complete"]:
         parts.append("incomplete")
     return " | ".join(parts)
+
+
+def format_view(result: dict) -> str:
+    """The full picture of one response, for mitmproxy's content view: the report, then for every
+    strategy that breaks, its calls beside the ones the stream really carried."""
+    lines = [format_report(result)]
+    for name, verdict in (result.get("compatibility") or {}).items():
+        if verdict["verdict"] != "breaks":
+            continue
+        for warning in result["warnings"]:
+            if warning.get("strategy") != name:
+                continue
+            choice = next((c for c in result["choices"] if c["index"] == warning.get("choice")), None)
+            truth = choice["tool_calls"] if choice else []
+            lines.append("")
+            lines.extend(_side_by_side(f"{name} would build", warning["would_build"], "the stream carried", truth))
+    return "\n".join(lines)
+
+
+def _side_by_side(left_title: str, left: list[dict], right_title: str, right: list[dict], width: int = 58) -> list:
+    inner = width - 6  # room left of the "≠ [n] " prefix
+
+    def cell(call: dict | None, size: int) -> list[str]:
+        if call is None:
+            return ["(no call)"]
+        text = f"{call['name'] or '(no name)'} {call['arguments'] or ''}".strip()
+        return [text[i : i + size] for i in range(0, max(len(text), 1), size)][:6]
+
+    out = [f"{left_title:<{width}} | {right_title}", f"{'-' * width}-+-{'-' * width}"]
+    for n in range(max(len(left), len(right))):
+        a = cell(left[n] if n < len(left) else None, inner)
+        b = cell(right[n] if n < len(right) else None, width)
+        mark = "  " if n < len(left) and n < len(right) and _same_call(left[n], right[n]) else "≠ "
+        for k in range(max(len(a), len(b))):
+            prefix = f"{mark}[{n}] " if k == 0 else " " * (len(mark) + 4)
+            out.append(f"{prefix + (a[k] if k < len(a) else ''):<{width}} | {b[k] if k < len(b) else ''}")
+    return out
+
+
+def _same_call(a: dict, b: dict) -> bool:
+    return (a["name"], a["arguments"]) == (b["name"], b["arguments"])

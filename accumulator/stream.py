@@ -82,6 +82,29 @@ class StreamAccumulator:
         """Add a warning from the front door (e.g. the addon's ``body-truncated``) to this stream's result."""
         self.warnings.add(code, message, **details)
 
+    def snapshot(self) -> dict | None:
+        """The calls and text so far, for live progress: cheap, no final checks, None before any frame."""
+        assembly = self._assembly
+        if assembly is None or self._result is not None:
+            return None
+        return {
+            "format": self.format,
+            "model": assembly.model,
+            "events": self._events,
+            "bytes": self._bytes,
+            "choices": [
+                {
+                    "index": state.index,
+                    "text_chars": sum(map(len, state.text)),
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments, "deltas": c.deltas}
+                        for c in state.calls
+                    ],
+                }
+                for state in assembly.choices.values()
+            ],
+        }
+
     def feed(self, data: bytes, now: float | None = None) -> None:
         """``now``: when these bytes arrived (seconds, the same clock as ``started_at``), if known."""
         self._bytes += len(data)

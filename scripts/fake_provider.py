@@ -1099,6 +1099,16 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
     return _Request(method, target, version, headers, body)
 
 
+_CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token")
+
+
+def _credentials_sha256(request) -> str:
+    """A hash of the credentials the request carried (headers, and ?key=), in a fixed order."""
+    parts = [request.headers.get(name, "") for name in _CREDENTIAL_HEADERS]
+    parts += request.query.get("key", [])
+    return _sha256("\n".join(parts).encode())
+
+
 def _head(status: int, headers: dict[str, str], keep_alive: bool) -> bytes:
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", "Server: fake_provider"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
@@ -1225,7 +1235,8 @@ class _Provider:
         delay, encoding = _options(request, self.delay)
         gemini_sse = "sse" in request.query.get("alt", ())
         if stream:
-            return await self._stream(fmt, name, gemini_sse, delay, encoding, writer, keep)
+            received = _credentials_sha256(request)
+            return await self._stream(fmt, name, gemini_sse, delay, encoding, writer, keep, received)
         extra = {"X-Scenario": name}
         if _SCRIPTS[name].get("error"):
             # Not streamed, the failure surfaces the way the provider reports it: as the HTTP status.
@@ -1250,6 +1261,7 @@ class _Provider:
         encoding: str | None,
         writer: asyncio.StreamWriter,
         keep: bool,
+        received_credentials: str = "",
     ) -> bool:
         script = _SCRIPTS[name]
         wire = _wire(events(fmt, name, gemini_sse=gemini_sse), encoding)
@@ -1261,6 +1273,8 @@ class _Provider:
             # Always the full body's hashes, also for `truncated`, so a client can tell it got less.
             **wire.headers,
             "X-Scenario": name,
+            # What keys arrived, as a hash: a proxy that redacts too early would change it.
+            "X-Received-Credentials-SHA256": received_credentials,
         }
         if fmt == "bedrock-invoke":
             headers["X-Amzn-Bedrock-Content-Type"] = "application/json"

@@ -1,0 +1,205 @@
+"""What a person sees, in-process: the content view, live progress, the report and export commands,
+the JSONL option, and credentials redacted once the request has gone out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mitmproxy import contentviews
+from mitmproxy import io as mio
+from mitmproxy.test import taddons, tflow
+from streams import DATA
+from test_addon import PRODUCTION, llm_flow, pieces, stream_through
+
+import addon as addon_module
+
+
+class Updates:
+    """Records the flows mitmproxy is told to refresh (what mitmweb would redraw)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def update(self, flows) -> None:
+        self.seen.extend(f.id for f in flows)
+
+
+def test_the_content_view_is_chosen_for_llm_responses_and_shows_everything():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        shown = contentviews.prettify_message(flow.response, flow)
+    assert shown.view_name == "toolcall-lens"
+    text = shown.text
+    for expected in (
+        '"query": "RBI circulars"',
+        '"user_id": "u123"',
+        "recency-misroute",
+        "compatibility",
+        "id=call_abc",
+    ):
+        assert expected in text
+    # The failing strategy's calls beside the right ones.
+    assert "recency would build" in text and "the stream carried" in text
+    assert '≠ [1] get_user_profile {"query": "RBI{"user_id": "u circul' in text
+
+
+def test_the_view_reads_a_flow_from_a_dump_made_without_the_addon():
+    with taddons.context():
+        _the_view_reads_a_flow_without_metadata()
+
+
+def _the_view_reads_a_flow_without_metadata():
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/messages"
+    flow.response.headers["content-type"] = "text/event-stream"
+    flow.response.content = (DATA / "anthropic_messages_parallel.sse").read_bytes()
+    assert "toolcall_lens" not in flow.metadata
+    shown = contentviews.prettify_message(flow.response, flow)
+    assert shown.view_name == "toolcall-lens"
+    assert "get_weather" in shown.text and "get_time" in shown.text and "anthropic-messages" in shown.text
+
+
+def test_invalid_arguments_are_shown_as_is_and_marked():
+    flow = tflow.tflow(resp=True)
+    flow.request.path = "/v1/chat/completions"
+    flow.response.headers["content-type"] = "text/event-stream"
+    flow.response.content = b"\n\n".join(PRODUCTION.split(b"\n\n")[:4]) + b"\n\n"  # cut mid-arguments
+    with taddons.context():
+        text = contentviews.prettify_message(flow.response, flow).text
+    assert "(not valid JSON, shown as is)" in text and "truncated-stream" in text
+
+
+def test_other_responses_keep_their_usual_view():
+    flow = tflow.tflow(resp=True)
+    flow.response.headers["content-type"] = "application/json"
+    flow.response.content = b'{"hello": "world"}'
+    with taddons.context():
+        assert contentviews.prettify_message(flow.response, flow).view_name != "toolcall-lens"
+
+
+def test_live_progress_updates_llm_flows_a_few_times_per_second(monkeypatch):
+    clock = iter(1000.0 + 0.1 * n for n in range(10_000))  # each chunk arrives 0.1 s after the last
+    monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
+    lens, updates = addon_module.ToolcallLens(), Updates()
+    with taddons.context(lens, updates):
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        comments = []
+        for piece in pieces(PRODUCTION, 40):  # 44 chunks over 4.4 s at 2 updates per second
+            flow.response.stream(piece)
+            comments.append(flow.comment)
+        assert 8 <= updates.seen.count(flow.id) <= 10
+        assert any(
+            "streaming" in c and "2 call(s) so far: search_circulars, get_user_profile" in c for c in comments
+        )
+        assert (
+            flow.metadata["toolcall_lens_live"]["choices"][0]["tool_calls"][0]["name"] == "search_circulars"
+        )
+        flow.response.stream(b"")
+        lens.response(flow)
+    assert "toolcall_lens_live" not in flow.metadata and "streaming" not in flow.comment
+    other = tflow.tflow(resp=True)  # no LLM flow, no update
+    lens.responseheaders(other)
+    assert other.id not in updates.seen
+
+
+def test_live_progress_can_be_turned_off():
+    lens, updates = addon_module.ToolcallLens(), Updates()
+    with taddons.context(lens, updates) as tctx:
+        tctx.configure(lens, toolcall_lens_live_updates=0)
+        stream_through(lens, llm_flow(), PRODUCTION)
+    assert updates.seen == []
+
+
+def test_report_and_export_commands(tmp_path):
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        llm, other = llm_flow(), tflow.tflow(resp=True)
+        stream_through(lens, llm, PRODUCTION)
+        assert {"toolcall_lens.report", "toolcall_lens.export"} <= set(tctx.master.commands.commands)
+        report = lens.report([llm, other])
+        assert report.count("\n") == 0 and "openai-chat" in report and "gpt-test" in report
+        assert (
+            "calls: search_circulars, get_user_profile" in report and "warnings: recency-misroute" in report
+        )
+        path = tmp_path / "export.jsonl"
+        lens.export([llm, other], str(path))
+    (line,) = path.read_bytes().splitlines()
+    record = json.loads(line)
+    assert (
+        record["flow_id"] == llm.id
+        and record["status"] == 200
+        and record["url"].endswith("/v1/chat/completions")
+    )
+    assert record["result"] == llm.metadata["toolcall_lens"] and record["duration"] is not None
+
+
+def test_the_jsonl_option_appends_one_record_per_finished_llm_flow(tmp_path):
+    path = tmp_path / "live.jsonl"
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_jsonl=str(path))
+        flows = [llm_flow() for _ in range(5)]
+        for flow in flows:
+            stream_through(lens, flow, PRODUCTION)
+        stream_through(lens, tflow.tflow(resp=True), b"")  # not an LLM flow: no record
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert [r["flow_id"] for r in records] == [f.id for f in flows]
+
+
+SENTINELS = {
+    "authorization": "Bearer sk-SENTINELauthorization0123456789",
+    "x-api-key": "sk-ant-SENTINELxapikey0123456789",
+    "api-key": "azSENTINELapikey0123456789",
+    "x-goog-api-key": "AIzaSENTINELgoog0123456789",
+    "x-amz-security-token": "IQoJSENTINELamztoken0123456789",
+}
+
+
+def test_credentials_are_redacted_once_the_request_has_gone_out():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        flow.request.headers.update(SENTINELS)
+        flow.request.query["key"] = "AIzaSENTINELquery0123456789"
+        lens.request(flow)
+        assert flow.request.headers["authorization"] == SENTINELS["authorization"]  # not before it is sent
+        stream_through(lens, flow, PRODUCTION)
+    for name in SENTINELS:
+        kept = flow.request.headers[name]
+        assert kept.endswith(addon_module.REDACTED) and "SENTINEL" not in kept, name
+    assert flow.request.headers["authorization"].startswith("Bearer sk-")
+    assert "SENTINEL" not in flow.request.query["key"] and "SENTINEL" not in flow.request.pretty_url
+    buffer = __import__("io").BytesIO()
+    mio.FlowWriter(buffer).add(flow)
+    assert b"SENTINEL" not in buffer.getvalue()
+
+
+def test_redaction_can_be_turned_off_and_covers_failed_requests():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        failed = tflow.tflow(err=True)
+        failed.request.headers["x-api-key"] = SENTINELS["x-api-key"]
+        lens.error(failed)
+        assert "SENTINEL" not in failed.request.headers["x-api-key"]
+        tctx.configure(lens, toolcall_lens_redact=False)
+        flow = llm_flow()
+        flow.request.headers["x-api-key"] = SENTINELS["x-api-key"]
+        stream_through(lens, flow, PRODUCTION)
+        assert flow.request.headers["x-api-key"] == SENTINELS["x-api-key"]
+
+
+@pytest.mark.parametrize(
+    "value,masked",
+    [
+        ("Bearer sk-proj-abcdefghijklmnop", "Bearer sk-pro…[redacted]"),
+        ("sk-ant-api03-xyzxyzxyzxyz", "sk-ant…[redacted]"),
+        ("short", "s…[redacted]"),
+        ("Bearer sk-proj…[redacted]", "Bearer sk-proj…[redacted]"),  # idempotent
+    ],
+)
+def test_the_mask_keeps_only_a_few_characters(value, masked):
+    assert addon_module._mask(value) == masked
