@@ -12,7 +12,17 @@ from typing import Any
 
 import orjson
 
-from .ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage, real_id
+from .ops import (
+    PLACEHOLDER_IDS,
+    Finish,
+    Meta,
+    ProviderError,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    real_id,
+)
 from .warnings import WarningLog
 
 _ORPHAN_TEXT_CAP = 64 * 1024
@@ -103,6 +113,8 @@ class Assembly:
         self.errors: list = []
         self.ended = False  # the format's own end marker was seen
         self.now: float | None = None  # arrival time of the events being applied, when a clock is given
+        self.strategy_log: list | None = [] if strategies else None  # (op, identity's routing) per delta
+        self.may_diverge: set[str] = set()  # strategy families that met a delta they might route elsewhere
         self.first_token: tuple[int, float | None] | None = None  # (event, time) of the first text or call
 
     def apply(self, op) -> None:
@@ -140,7 +152,9 @@ class Assembly:
         return state
 
     def _tool_delta(self, op: ToolCallDelta) -> None:
-        state = self._choice(op.choice)
+        state = self.choices.get(op.choice) or self._choice(op.choice)
+        log = self.strategy_log
+        index_taken = log is not None and op.index in state.by_index
         call, created = self._route(state, op)
         if self.first_token is None:
             self.first_token = (op.event, self.now)
@@ -161,8 +175,30 @@ class Assembly:
             arguments = op.arguments
             if arguments is not None and arguments != "":
                 call.fragments.append(arguments if type(arguments) is str else fragment_text(arguments))
-        for strategy in self.strategies:
-            strategy.observe(op, call, created)
+        if log is not None:
+            # The hazard strategies are replayed from this log at the end, and only those of a family
+            # that met a delta it could route differently: on a clean stream they cost a check and an
+            # append per delta.
+            if call is None:
+                log.append((op, None, False, None, None))
+                self.may_diverge.update(("recency", "index"))
+            else:
+                log.append((op, call.ordinal, created, call.name, call.id))
+                may = self.may_diverge
+                if "recency" not in may and not _recency_agrees(op, call, created, state):
+                    may.add("recency")
+                if "index" not in may and not _index_keyed_agree(op, call, created, index_taken, state):
+                    may.add("index")
+
+    def replay_strategies(self) -> set[str]:
+        """Run the hazard strategies that may have diverged over the logged deltas; the others rebuilt
+        the identity result exactly. Returns the names of the strategies replayed."""
+        replayed = [s for s in self.strategies if s.family in self.may_diverge]
+        if replayed:
+            for entry in self.strategy_log:
+                for strategy in replayed:
+                    strategy.observe(*entry)
+        return {s.name for s in replayed}
 
     def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
         call_id = real_id(op.id)
@@ -238,6 +274,38 @@ class Assembly:
                 id=call.id,
                 pieces=[current, name],
             )
+
+
+def _starts_cleanly(op: ToolCallDelta, index_taken: bool) -> bool:
+    # A call opening with a name, a real id (or none) and an index no call holds: every rule opens it.
+    name, call_id = op.name, op.id
+    return (
+        not index_taken
+        and type(name) is str
+        and name != ""
+        and (call_id is None or (type(call_id) is str and call_id not in PLACEHOLDER_IDS))
+    )
+
+
+def _recency_agrees(op: ToolCallDelta, call: ToolCall, created: bool, state) -> bool:
+    """Whether recency surely routes this delta as identity routing did (a false no costs a replay)."""
+    if op.whole:
+        return False
+    if created:
+        return _starts_cleanly(op, False)
+    return not op.name and state.calls[-1] is call
+
+
+def _index_keyed_agree(op: ToolCallDelta, call: ToolCall, created: bool, index_taken: bool, state) -> bool:
+    """Whether every index-keyed strategy surely does: a clean start, or a bare continuation (no id, no
+    name, not even empty ones) naming its call's own index."""
+    if op.whole or op.index is None:
+        return False
+    if created:
+        return _starts_cleanly(op, index_taken)
+    return (
+        op.id is None and op.name is None and call.index == op.index and state.by_index.get(op.index) is call
+    )
 
 
 def _error_text(error: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 PLACEHOLDER_IDS = frozenset(("", "null"))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolCallDelta:
     """A fragment of one tool call, as it names its call."""
 
@@ -30,7 +30,7 @@ class ToolCallDelta:
     whole: bool = False
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TextDelta:
     event: int
     choice: int
@@ -38,33 +38,33 @@ class TextDelta:
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Finish:
     event: int
     choice: int
     reason: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Meta:
     event: int
     model: str | None
     response_id: str | None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Usage:
     event: int
     usage: dict  # the provider's usage object, last one wins
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ProviderError:
     event: int
     error: Any
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class StreamEnd:
     """The format's own end-of-stream marker (Chat Completions: ``data: [DONE]``)."""
 

@@ -126,11 +126,15 @@ def format_view(result: dict) -> str:
             choice = next((c for c in result["choices"] if c["index"] == warning.get("choice")), None)
             truth = choice["tool_calls"] if choice else []
             lines.append("")
-            lines.extend(_side_by_side(f"{name} would build", warning["would_build"], "the stream carried", truth))
+            lines.extend(
+                _side_by_side(f"{name} would build", warning["would_build"], "the stream carried", truth)
+            )
     return "\n".join(lines)
 
 
-def _side_by_side(left_title: str, left: list[dict], right_title: str, right: list[dict], width: int = 58) -> list:
+def _side_by_side(
+    left_title: str, left: list[dict], right_title: str, right: list[dict], width: int = 58
+) -> list:
     inner = width - 6  # room left of the "≠ [n] " prefix
 
     def cell(call: dict | None, size: int) -> list[str]:

@@ -39,8 +39,11 @@ def build_result(
     out_choices = [_choice_dict(state, warnings, empty_arguments, first_event_at) for state in choices]
     if request is not None:
         _request_checks(out_choices, request, warnings)
+    replayed = assembly.replay_strategies()
     compatibility = {
         strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
+        if strategy.name in replayed
+        else _agreeing(out_choices)
         for strategy in assembly.strategies
     }
     for name in not_applicable:
@@ -238,6 +241,14 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
         indices=indices,
         arguments=_cap("".join(texts)),
     )
+
+
+def _agreeing(out_choices: list[dict]) -> dict:
+    total = sum(len(out["tool_calls"]) for out in out_choices)
+    return {
+        "verdict": "ok",
+        "reason": f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild",
+    }
 
 
 def _verdict(strategy, out_choices: list[dict], warnings: WarningLog, empty: str) -> dict:

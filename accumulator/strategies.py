@@ -9,7 +9,7 @@ warning ``code`` it raises, a one-line ``rule``, the kind of client that follows
 
 from __future__ import annotations
 
-from .assembly import ToolCall, fragment_text
+from .assembly import fragment_text
 from .ops import ToolCallDelta
 
 
@@ -51,6 +51,7 @@ class Strategy:
 
     name = ""
     code = ""
+    family = "index"  # "recency" or "index": which cheap check tells whether it may need a replay
     rule = ""  # one line: what the strategy does
     clients = ""  # one line: the kind of client that follows it
 
@@ -62,12 +63,16 @@ class Strategy:
         """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
         raise NotImplementedError
 
-    def observe(self, op: ToolCallDelta, identity: ToolCall | None, identity_created: bool) -> None:
+    def observe(self, op: ToolCallDelta, ordinal, created_by_identity: bool, name, call_id) -> None:
+        """Route one delta; ``ordinal``, ``name`` and ``call_id`` are the identity call it went to (after
+        the delta), ``ordinal`` None for a fragment identity routing dropped."""
         table = self.tables.get(op.choice)
         if table is None:
             table = self.tables[op.choice] = Table()
         call, created = self.route(op, table)
-        if self.first_divergence is None and _diverges(op, call, created, identity, identity_created):
+        if self.first_divergence is None and _diverges(
+            op, call, created, ordinal, created_by_identity, name, call_id
+        ):
             self.first_divergence = op.event
 
     def calls(self, choice: int) -> list[dict]:
@@ -75,13 +80,13 @@ class Strategy:
         return [call.final() for call in table.calls] if table else []
 
 
-def _diverges(op, call, created, identity, identity_created) -> bool:
-    if call is None or identity is None:
+def _diverges(op, call, created, ordinal, identity_created, name, call_id) -> bool:
+    if call is None or ordinal is None:
         # A fragment one side dropped: it matters only if it carried something.
-        return (call is None) != (identity is None) and _carries(op)
-    if created != identity_created or call.ordinal != identity.ordinal:
+        return (call is None) != (ordinal is None) and _carries(op)
+    if created != identity_created or call.ordinal != ordinal:
         return created or identity_created or _carries(op)
-    return call.name != identity.name or (call.id or None) != identity.id
+    return call.name != name or (call.id or None) != call_id
 
 
 def _carries(op: ToolCallDelta) -> bool:
@@ -95,6 +100,7 @@ def _has_name(op: ToolCallDelta) -> bool:
 class RecencyStrategy(Strategy):
     name = "recency"
     code = "recency-misroute"
+    family = "recency"
     rule = "a delta with a function name starts a call, any other fragment goes to the latest call"
     clients = "gateways and hand-written accumulators (for example Bifrost before its fix)"
 

@@ -7,10 +7,15 @@ Magistral's content arrays, the deprecated ``function_call``, mid-stream ``{"err
 
 from __future__ import annotations
 
+import orjson
+
 from ..framing import SseEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
 from ._common import JsonDialect, snippet
+
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+_loads = orjson.loads
 
 
 class ChatCompletionsDialect(JsonDialect):
@@ -27,7 +32,12 @@ class ChatCompletionsDialect(JsonDialect):
         data = event.data
         if data == b"[DONE]":
             return [StreamEnd(number)]
-        obj = self._load(data, number)
+        try:
+            obj = _loads(data)  # the common case, without the frames of the careful path
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict:
+            obj = self._load(data, number)
         return [] if obj is None else self._chunk_ops(obj, number)
 
     def message_ops(self, body: bytes) -> list:
@@ -88,55 +98,55 @@ class ChatCompletionsDialect(JsonDialect):
             index = 0
         delta = choice.get("delta")
         if delta and type(delta) is dict:
-            content = delta.get("content")
-            if content:
-                if type(content) is str:
-                    out.append(TextDelta(number, index, "text", content))
-                elif type(content) is list:
-                    _content_parts(content, number, index, out)
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning and type(reasoning) is str:
-                out.append(TextDelta(number, index, "reasoning", reasoning))
-            refusal = delta.get("refusal")
-            if refusal and type(refusal) is str:
-                out.append(TextDelta(number, index, "refusal", refusal))
-            tool_calls = delta.get("tool_calls")
-            if tool_calls and type(tool_calls) is list:
-                for entry in tool_calls:
-                    if type(entry) is not dict:
-                        self._warn.add(
-                            "malformed-event",
-                            f"event {number} has a tool_calls entry that is not an object",
-                            event=number,
-                            data=snippet(repr(entry).encode()),
-                        )
-                        continue
-                    function = entry.get("function")
-                    if type(function) is not dict:
-                        function = {}
-                    call_index = entry.get("index")
-                    if type(call_index) is not int:
-                        call_index = None
+            # A delta holds one or two of these keys: walk what is there rather than ask for each.
+            reasoning_seen = False
+            for key, value in delta.items():
+                if not value:
+                    continue
+                if key == "tool_calls":
+                    if type(value) is list:
+                        self._tool_calls(value, number, index, out)
+                elif key == "content":
+                    if type(value) is str:
+                        out.append(TextDelta(number, index, "text", value))
+                    elif type(value) is list:
+                        _content_parts(value, number, index, out)
+                elif key in _REASONING_KEYS:
+                    # Some servers send both names with the same text: read one.
+                    if type(value) is str and not reasoning_seen:
+                        reasoning_seen = True
+                        out.append(TextDelta(number, index, "reasoning", value))
+                elif key == "refusal":
+                    if type(value) is str:
+                        out.append(TextDelta(number, index, "refusal", value))
+                elif key == "function_call" and type(value) is dict:  # deprecated: no id, no index
                     out.append(
-                        ToolCallDelta(
-                            number,
-                            index,
-                            entry.get("id"),
-                            call_index,
-                            function.get("name"),
-                            function.get("arguments"),
-                        )
+                        ToolCallDelta(number, index, None, None, value.get("name"), value.get("arguments"))
                     )
-            function_call = delta.get("function_call")  # deprecated single-call form: no id, no index
-            if function_call and type(function_call) is dict:
-                out.append(
-                    ToolCallDelta(
-                        number, index, None, None, function_call.get("name"), function_call.get("arguments")
-                    )
-                )
         reason = choice.get("finish_reason")
         if reason and type(reason) is str:
             out.append(Finish(number, index, reason))
+
+    def _tool_calls(self, entries: list, number: int, index: int, out: list) -> None:
+        for entry in entries:
+            if type(entry) is not dict:
+                self._warn.add(
+                    "malformed-event",
+                    f"event {number} has a tool_calls entry that is not an object",
+                    event=number,
+                    data=snippet(repr(entry).encode()),
+                )
+                continue
+            function = entry.get("function")
+            if type(function) is dict:
+                name = function.get("name")
+                arguments = function.get("arguments")
+            else:
+                name = arguments = None
+            call_index = entry.get("index")
+            if type(call_index) is not int:
+                call_index = None
+            out.append(ToolCallDelta(number, index, entry.get("id"), call_index, name, arguments))
 
 
 def _content_parts(parts: list, number: int, index: int, out: list) -> None:
