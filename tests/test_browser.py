@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from lab import BIN, ROOT, Process, start_fake_provider
+from lab import BIN, ROOT, Process
 from mitmproxy.utils.emoji import emoji
 from playwright.sync_api import expect, sync_playwright
 
@@ -141,15 +141,6 @@ def start_mitmweb(upstream_port: int, *options: str, attempts: int = 3) -> Mitmw
             raise
         return Mitmweb(process, port, web_port, password)
     raise AssertionError("unreachable")
-
-
-@pytest.fixture(scope="module")
-def provider():
-    process, port = start_fake_provider(delay=0.002)
-    try:
-        yield port
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")

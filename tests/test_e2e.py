@@ -14,7 +14,7 @@ import urllib.request
 
 import openai
 import pytest
-from lab import BIN, ROOT, start_fake_provider, start_mitmdump
+from lab import BIN, ROOT, start_mitmdump
 from mitmproxy import io as mio
 from streams import without_timing
 
@@ -37,15 +37,6 @@ TOOLS = [
     )
 ]
 MESSAGES = [{"role": "user", "content": "Find the RBI circulars and my profile."}]
-
-
-@pytest.fixture(scope="module")
-def provider():
-    process, port = start_fake_provider(delay=0.002)
-    try:
-        yield port
-    finally:
-        process.stop()
 
 
 class Proxy:

@@ -10,8 +10,7 @@ import json
 import threading
 import time
 
-import pytest
-from lab import start_fake_provider, start_mitmdump
+from lab import start_mitmdump
 from mitmproxy import contentviews
 from mitmproxy import io as mio
 from mitmproxy.test import taddons
@@ -44,15 +43,6 @@ def wait_until(condition, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def provider():
-    process, port = start_fake_provider(delay=0.002)
-    try:
-        yield port
-    finally:
-        process.stop()
 
 
 def test_no_key_reaches_the_dump_the_export_the_log_or_the_view(provider, tmp_path):
