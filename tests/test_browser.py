@@ -4,7 +4,9 @@ driven by Playwright's Python package; no browser download) checks what a person
 with the marker and the comment, and the flow opened in the "toolcall-lens" content view.
 
 Skipped when /usr/bin/chromium is missing (.ci/run installs it). Every process and the browser are stopped
-in finalizers, even on failure. A passing run saves docs/mitmweb-toolcall-lens.png."""
+in finalizers, even on failure. A passing run takes the screenshot README shows; it replaces
+docs/mitmweb-toolcall-lens.png only with TOOLCALL_LENS_SCREENSHOT=1 set (so test runs leave the tree as it
+was)."""
 
 from __future__ import annotations
 
@@ -223,7 +225,7 @@ def test_flow_list_shows_the_marker_and_the_comment(page):
     expect(row.locator("td.col-path")).to_contain_text("/v1/chat/completions", timeout=UI_TIMEOUT)
 
 
-def test_flow_opened_in_the_toolcall_lens_view_shows_both_calls_and_the_warning(page, flow_id):
+def test_flow_opened_in_the_toolcall_lens_view_shows_both_calls_and_the_warning(page, flow_id, tmp_path):
     flow_row(page).click()
     expect(page).to_have_url(re.compile(rf"#/flows/{flow_id}/request$"), timeout=UI_TIMEOUT)
     page.locator("nav.nav-tabs-sm").get_by_text("Response", exact=True).click()
@@ -247,12 +249,14 @@ def test_flow_opened_in_the_toolcall_lens_view_shows_both_calls_and_the_warning(
     # The flow list beside it still shows the marker and the comment.
     expect(flow_row(page).locator("td.col-path .marker")).to_have_text(MARKER, timeout=UI_TIMEOUT)
 
-    save_screenshot(page, view)
+    target = SCREENSHOT if os.environ.get("TOOLCALL_LENS_SCREENSHOT") else tmp_path / SCREENSHOT.name
+    save_screenshot(page, view, target)
+    assert target.stat().st_size > 10_000
 
 
-def save_screenshot(page, view) -> None:
-    """docs/mitmweb-toolcall-lens.png, written only by a passing run, atomically: a CI run redoing it is
-    harmless, and a read-only checkout only gets a warning."""
+def save_screenshot(page, view, target) -> None:
+    """The screenshot, written only by a passing run, atomically: a read-only checkout only gets a
+    warning."""
     # Give the flow detail most of the width (drag the splitter left), then scroll the view to the top.
     splitter = page.locator(".splitter.splitter-x").first.bounding_box()
     if splitter is not None:
@@ -262,11 +266,11 @@ def save_screenshot(page, view) -> None:
         page.mouse.move(SPLIT_AT, y, steps=5)
         page.mouse.up()
     view.evaluate("element => element.scrollIntoView({block: 'start'})")
-    partial = SCREENSHOT.with_name(f".{SCREENSHOT.name}.{os.getpid()}.tmp")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        SCREENSHOT.parent.mkdir(exist_ok=True)
+        target.parent.mkdir(exist_ok=True)
         partial.write_bytes(page.screenshot(type="png"))
-        os.replace(partial, SCREENSHOT)
+        os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        warnings.warn(f"could not save {SCREENSHOT}: {exc}", stacklevel=2)
+        warnings.warn(f"could not save {target}: {exc}", stacklevel=2)
