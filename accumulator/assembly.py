@@ -113,8 +113,9 @@ class Assembly:
         self.errors: list = []
         self.ended = False  # the format's own end marker was seen
         self.now: float | None = None  # arrival time of the events being applied, when a clock is given
-        self.strategy_log: list | None = [] if strategies else None  # (op, identity's routing) per delta
-        self.may_diverge: set[str] = set()  # strategy families that met a delta they might route elsewhere
+        # Hazard strategy families still asleep, and the strategies awake (see _tool_delta).
+        self.dormant: set[str] = {strategy.family for strategy in strategies}
+        self.awake: list = []
         self.first_token: tuple[int, float | None] | None = None  # (event, time) of the first text or call
 
     def apply(self, op) -> None:
@@ -153,9 +154,20 @@ class Assembly:
 
     def _tool_delta(self, op: ToolCallDelta) -> None:
         state = self.choices.get(op.choice) or self._choice(op.choice)
-        log = self.strategy_log
-        index_taken = log is not None and op.index in state.by_index
+        dormant = self.dormant
+        index_taken = bool(dormant) and op.index in state.by_index
         call, created = self._route(state, op)
+        if dormant:
+            # A hazard strategy sleeps while every delta is one it surely routes as identity routing
+            # does (then its calls are identity's: nothing to simulate). At the first delta it might
+            # route elsewhere it wakes, takes a copy of identity's calls as they were before this
+            # delta, and from then on replays every delta itself.
+            if "recency" in dormant and (call is None or not _recency_agrees(op, call, created, state)):
+                self._wake("recency", call if created else None)
+            if "index" in dormant and (
+                call is None or not _index_keyed_agree(op, call, created, index_taken, state)
+            ):
+                self._wake("index", call if created else None)
         if self.first_token is None:
             self.first_token = (op.event, self.now)
         if call is None:
@@ -175,30 +187,24 @@ class Assembly:
             arguments = op.arguments
             if arguments is not None and arguments != "":
                 call.fragments.append(arguments if type(arguments) is str else fragment_text(arguments))
-        if log is not None:
-            # The hazard strategies are replayed from this log at the end, and only those of a family
-            # that met a delta it could route differently: on a clean stream they cost a check and an
-            # append per delta.
+        if self.awake:
             if call is None:
-                log.append((op, None, False, None, None))
-                self.may_diverge.update(("recency", "index"))
+                for strategy in self.awake:
+                    strategy.observe(op, None, False, None, None)
             else:
-                log.append((op, call.ordinal, created, call.name, call.id))
-                may = self.may_diverge
-                if "recency" not in may and not _recency_agrees(op, call, created, state):
-                    may.add("recency")
-                if "index" not in may and not _index_keyed_agree(op, call, created, index_taken, state):
-                    may.add("index")
+                for strategy in self.awake:
+                    strategy.observe(op, call.ordinal, created, call.name, call.id)
 
-    def replay_strategies(self) -> set[str]:
-        """Run the hazard strategies that may have diverged over the logged deltas; the others rebuilt
-        the identity result exactly. Returns the names of the strategies replayed."""
-        replayed = [s for s in self.strategies if s.family in self.may_diverge]
-        if replayed:
-            for entry in self.strategy_log:
-                for strategy in replayed:
-                    strategy.observe(*entry)
-        return {s.name for s in replayed}
+    def _wake(self, family: str, just_created: ToolCall | None) -> None:
+        self.dormant.discard(family)
+        for strategy in self.strategies:
+            if strategy.family == family:
+                strategy.seed(self.choices, just_created)
+                self.awake.append(strategy)
+
+    def awake_strategies(self) -> set[str]:
+        """The strategies that ran; the others rebuilt the identity result exactly."""
+        return {strategy.name for strategy in self.awake}
 
     def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
         call_id = real_id(op.id)

@@ -39,7 +39,7 @@ def build_result(
     out_choices = [_choice_dict(state, warnings, empty_arguments, first_event_at) for state in choices]
     if request is not None:
         _request_checks(out_choices, request, warnings)
-    replayed = assembly.replay_strategies()
+    replayed = assembly.awake_strategies()
     compatibility = {
         strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
         if strategy.name in replayed

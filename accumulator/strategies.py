@@ -63,6 +63,22 @@ class Strategy:
         """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
         raise NotImplementedError
 
+    def seed(self, choices: dict, exclude) -> None:
+        """Start from identity routing's calls (all but ``exclude``): until now this strategy would
+        have built exactly them."""
+        for index, state in choices.items():
+            table = self.tables[index] = Table()
+            for call in state.calls:
+                if call is exclude:
+                    continue
+                simulated = table.new(call.id, call.name)
+                if call.arguments:
+                    simulated.fragments.append(call.arguments)
+                if call.index is not None:
+                    table.by_index.setdefault(call.index, simulated)
+                if call.id is not None:
+                    table.by_id.setdefault(call.id, simulated)
+
     def observe(self, op: ToolCallDelta, ordinal, created_by_identity: bool, name, call_id) -> None:
         """Route one delta; ``ordinal``, ``name`` and ``call_id`` are the identity call it went to (after
         the delta), ``ordinal`` None for a fragment identity routing dropped."""

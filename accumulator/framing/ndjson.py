@@ -21,7 +21,9 @@ class NdjsonDecoder:
         self.max_event_bytes = max_event_bytes
         self.unterminated = False  # set by close() when the last line had no LF
         self._head: bytes | None = b""  # first bytes, until we know whether they start with a BOM
-        self._pending: list[bytes] = []  # pieces of the line not yet ended
+        # The line not yet ended. A bytearray, not a list of pieces: a line dripping in byte by byte
+        # then costs its bytes, not a list slot and a join buffer per piece.
+        self._pending = bytearray()
         self._pending_len = 0
         self._in_long_line = False  # dropping the rest of a line that alone exceeded the cap
 
@@ -40,20 +42,20 @@ class NdjsonDecoder:
                 self._in_long_line = False
                 first = 1
             elif self._pending:
-                self._pending.append(lines[0])
-                lines[0] = b"".join(self._pending)
-                self._pending.clear()
+                self._pending += lines[0]
+                lines[0] = bytes(self._pending)
+                self._pending = bytearray()
                 self._pending_len = 0
             line_fn = self._line
             for i in range(first, len(lines)):
                 line_fn(lines[i], out)
         if tail and not self._in_long_line:
-            self._pending.append(tail)
+            self._pending += tail
             self._pending_len += len(tail)
             over = self._pending_len - self.max_event_bytes
             # One byte over is still fine when it is a CR: the line may be exactly the cap plus CRLF.
             if over > 1 or (over == 1 and tail[-1] != 0x0D):
-                self._pending.clear()
+                self._pending = bytearray()
                 self._pending_len = 0
                 self._in_long_line = True
                 out.append(OVERSIZED)
@@ -64,10 +66,10 @@ class NdjsonDecoder:
         out: list[SseEvent] = []
         if self._head:
             head, self._head = self._head, None
-            self._pending.append(head)
+            self._pending += head
         if self._pending and not self._in_long_line:
-            line = b"".join(self._pending)
-            self._pending.clear()
+            line = bytes(self._pending)
+            self._pending = bytearray()
             self._pending_len = 0
             if line.strip(_BLANK):
                 self.unterminated = True

@@ -58,7 +58,9 @@ class SseDecoder:
         # the work stays linear in the input however it is cut (a counter, not a timer).
         self.work = 0
         self._head: bytes | None = b""  # first bytes, until we know whether they start with a BOM
-        self._pending: list[bytes] = []  # pieces of the line not yet ended
+        # The line not yet ended. A bytearray, not a list of pieces: a line dripping in byte by byte
+        # then costs its bytes, not a list slot and a join buffer per piece.
+        self._pending = bytearray()
         self._pending_len = 0
         self._after_cr = False  # last chunk ended in CR: a leading LF in the next one ends nothing
         self._in_long_line = False  # dropping the rest of a line that alone exceeded the cap
@@ -94,10 +96,10 @@ class SseDecoder:
                 self._in_long_line = False
                 lines[0] = None
             elif self._pending:
-                self._pending.append(lines[0])
+                self._pending += lines[0]
                 self.work += self._pending_len + len(lines[0])
-                lines[0] = b"".join(self._pending)
-                self._pending.clear()
+                lines[0] = bytes(self._pending)
+                self._pending = bytearray()
                 self._pending_len = 0
             # The two lines nearly every event is made of (a data line, then a blank line) are handled
             # here without a call; the rest of the rules live in _line.
@@ -125,10 +127,10 @@ class SseDecoder:
                 else:
                     line_fn(line, out)
         if tail and not self._in_long_line:
-            self._pending.append(tail)
+            self._pending += tail
             self._pending_len += len(tail)
             if self._pending_len + self._data_len > self.max_event_bytes:
-                self._pending.clear()
+                self._pending = bytearray()
                 self._pending_len = 0
                 self._in_long_line = True
                 self._drop_event(out)
@@ -141,10 +143,10 @@ class SseDecoder:
         if self._head:
             head, self._head = self._head, None
             if not BOM.startswith(head):
-                self._pending.append(head)
+                self._pending += head
         if self._pending and not self._in_long_line:
-            line = b"".join(self._pending)
-            self._pending.clear()
+            line = bytes(self._pending)
+            self._pending = bytearray()
             self._pending_len = 0
             self._line(line, out)
         if self._data and not self._discarding:

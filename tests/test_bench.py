@@ -1,0 +1,45 @@
+"""Smoke test of scripts/bench.py: `all --quick` runs every mode end to end (real mitmdump processes) and
+prints every table. No timing assertions: the figures live in the benchmark's own output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HEADERS = (
+    "== toolcall-lens benchmark",
+    "CPU:",
+    "== core: side by side",
+    "== core: small stream",
+    "== core: medium stream",
+    "== core: large stream",
+    "== core: cost per event as parallel calls grow",
+    "== core: memory of one accumulator",
+    "== proxy: throughput, long streams",
+    "== proxy: throughput, short flows",
+    "== proxy: latency added per event",
+    "added by the addon: p50",
+    "== soak: 200 flows through one mitmdump",
+    "toolcall-lens-state watches=",
+    "== targets",
+)
+
+
+def test_bench_all_quick_prints_every_table():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "all", "--quick"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    missing = [header for header in HEADERS if header not in run.stdout]
+    assert not missing, f"missing {missing} in:\n{run.stdout}"
+    # Every contender rebuilt the generated calls (the floor rebuilds none and says "-").
+    assert "WRONG" not in run.stdout
+    assert "FAILURES" not in run.stdout
