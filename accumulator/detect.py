@@ -113,6 +113,8 @@ def sniff_message(body: bytes) -> str | None:
     if type(obj) is not dict:
         return None
     kind = obj.get("object") or obj.get("type")
+    if type(kind) is not str:
+        kind = None
     if kind == "chat.completion":
         return "openai-chat"
     if kind == "response":

@@ -159,18 +159,19 @@ class IdThenIndexStrategy(Strategy):
     clients = "gateways fixed to route by identity, but index-first for new ids (for example Bifrost today)"
 
     def route(self, op, table):
-        call = table.by_id.get(op.id) if op.id else None
+        call_id = op.id if type(op.id) is str and op.id else None  # a wire id of another type names nothing
+        call = table.by_id.get(call_id) if call_id else None
         if call is None and op.index is not None:
             call = table.by_index.get(op.index)
         created = False
         if call is None:
             if not _has_name(op):
                 return None, False
-            call, created = table.new(op.id or None, op.name), True
+            call, created = table.new(call_id, op.name), True
             if op.index is not None:
                 table.by_index[op.index] = call
-        if op.id and op.id not in table.by_id:
-            table.by_id[op.id] = call
+        if call_id and call_id not in table.by_id:
+            table.by_id[call_id] = call
         if not call.name and _has_name(op):
             call.name = op.name
         call.append(op.arguments)

@@ -54,6 +54,14 @@ def as_int(value) -> int | None:
     return value if type(value) is int else None
 
 
+def as_str(value) -> str | None:
+    return value if type(value) is str else None
+
+
+def as_list(value) -> list | tuple:
+    return value if type(value) is list else ()
+
+
 def as_dict(value) -> dict:
     return value if type(value) is dict else {}
 

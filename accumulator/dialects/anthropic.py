@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list, as_str
 
 _CALL_BLOCKS = ("tool_use", "server_tool_use")
 _DELTA_TEXT = {"text_delta": ("text", "text"), "thinking_delta": ("reasoning", "thinking")}
@@ -37,12 +37,12 @@ class AnthropicDialect(JsonDialect):
 
     def event_ops(self, obj: dict, number: int) -> list:
         """The operations of one Anthropic event, however it was framed."""
-        kind = obj.get("type")
+        kind = as_str(obj.get("type"))
         out: list = []
         if kind == "content_block_delta":
             index = as_int(obj.get("index"))
             delta = as_dict(obj.get("delta"))
-            dtype = delta.get("type")
+            dtype = as_str(delta.get("type"))
             self._blocks_seen = True
             if dtype == "input_json_delta":
                 if self._start_input:
@@ -129,7 +129,7 @@ class AnthropicDialect(JsonDialect):
         if obj.get("type") == "error":
             return [ProviderError(1, obj.get("error") or obj)]
         out: list = [Meta(1, obj.get("model") or None, obj.get("id") or None)]
-        for position, block in enumerate(obj.get("content") or ()):
+        for position, block in enumerate(as_list(obj.get("content"))):
             if type(block) is not dict:
                 continue
             btype = block.get("type")

@@ -14,7 +14,7 @@ import binascii
 
 from ..ops import Finish, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list
 from .anthropic import AnthropicDialect
 
 
@@ -77,7 +77,7 @@ class ConverseStreamDialect(BedrockFrames):
             return []
         out: list = []
         message = as_dict(as_dict(obj.get("output")).get("message"))
-        for position, block in enumerate(message.get("content") or ()):
+        for position, block in enumerate(as_list(message.get("content"))):
             if type(block) is not dict:
                 continue
             if type(block.get("toolUse")) is dict:

@@ -8,7 +8,7 @@ these deltas, not a list. ``tool-plan-delta`` (the plan before calling tools) co
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list, as_str
 
 
 def _message(obj: dict) -> dict:
@@ -25,7 +25,7 @@ class CohereDialect(JsonDialect):
         obj = self._load(event.data, number)
         if obj is None:
             return []
-        kind = obj.get("type") or event.type
+        kind = as_str(obj.get("type")) or event.type
         if kind == "tool-call-delta":
             function = as_dict(as_dict(_message(obj).get("tool_calls")).get("function"))
             return [ToolCallDelta(number, 0, None, as_int(obj.get("index")), None, function.get("arguments"))]
@@ -73,12 +73,12 @@ class CohereDialect(JsonDialect):
         out: list = [Meta(1, None, obj.get("id") or None)]
         if type(message.get("tool_plan")) is str and message["tool_plan"]:
             out.append(TextDelta(1, 0, "reasoning", message["tool_plan"]))
-        for part in message.get("content") or ():
+        for part in as_list(message.get("content")):
             if type(part) is dict and type(part.get("text")) is str and part["text"]:
                 out.append(
                     TextDelta(1, 0, "text" if part.get("type") != "thinking" else "reasoning", part["text"])
                 )
-        for position, call in enumerate(message.get("tool_calls") or ()):
+        for position, call in enumerate(as_list(message.get("tool_calls"))):
             if type(call) is dict:
                 function = as_dict(call.get("function"))
                 out.append(

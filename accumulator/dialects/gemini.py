@@ -13,7 +13,7 @@ import re
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list
 
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 _VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
@@ -49,11 +49,11 @@ class GeminiDialect(JsonDialect):
             out.append(Meta(number, *meta))
         if type(obj.get("usageMetadata")) is dict:
             out.append(Usage(number, obj["usageMetadata"]))  # cumulative: the last one wins
-        for candidate in obj.get("candidates") or ():
+        for candidate in as_list(obj.get("candidates")):
             if type(candidate) is not dict:
                 continue
             choice = as_int(candidate.get("index")) or 0
-            for part in as_dict(candidate.get("content")).get("parts") or ():
+            for part in as_list(as_dict(candidate.get("content")).get("parts")):
                 if type(part) is dict:
                     self._part(part, choice, number, out)
             if type(candidate.get("finishReason")) is str:

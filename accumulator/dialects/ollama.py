@@ -8,7 +8,7 @@ its ``done_reason`` stays ``stop`` even when tools were called. Errors come as `
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list
 
 _USAGE_FIELDS = (
     "prompt_eval_count",
@@ -47,7 +47,7 @@ class OllamaChatDialect(JsonDialect):
             out.append(TextDelta(number, 0, "reasoning", message["thinking"]))
         if type(message.get("content")) is str and message["content"]:
             out.append(TextDelta(number, 0, "text", message["content"]))
-        for call in message.get("tool_calls") or ():
+        for call in as_list(message.get("tool_calls")):
             if type(call) is dict:
                 function = as_dict(call.get("function"))
                 out.append(

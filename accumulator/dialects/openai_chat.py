@@ -12,7 +12,7 @@ import orjson
 from ..framing import SseEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, snippet
+from ._common import JsonDialect, as_list, snippet
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _loads = orjson.loads
@@ -158,6 +158,6 @@ def _content_parts(parts: list, number: int, index: int, out: list) -> None:
         if kind == "text" and type(part.get("text")) is str and part["text"]:
             out.append(TextDelta(number, index, "text", part["text"]))
         elif kind == "thinking":
-            for inner in part.get("thinking") or ():
+            for inner in as_list(part.get("thinking")):
                 if type(inner) is dict and type(inner.get("text")) is str and inner["text"]:
                     out.append(TextDelta(number, index, "reasoning", inner["text"]))

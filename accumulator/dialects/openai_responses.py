@@ -13,7 +13,7 @@ import zlib
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int
+from ._common import JsonDialect, as_dict, as_int, as_list, as_str
 
 _TEXT_EVENTS = {
     "response.output_text.delta": "text",
@@ -41,7 +41,7 @@ class ResponsesDialect(JsonDialect):
         obj = self._load(event.data, number)
         if obj is None:
             return []
-        kind = obj.get("type") or event.type
+        kind = as_str(obj.get("type")) or event.type
         out: list = []
         if kind == "response.function_call_arguments.delta":
             index = self._index(obj)
@@ -134,7 +134,7 @@ class ResponsesDialect(JsonDialect):
         if type(obj.get("error")) is dict and obj.get("object") != "response":
             out.append(ProviderError(1, obj["error"]))
             return out
-        for position, item in enumerate(obj.get("output") or ()):
+        for position, item in enumerate(as_list(obj.get("output"))):
             if type(item) is not dict:
                 continue
             kind = item.get("type")
@@ -146,13 +146,13 @@ class ResponsesDialect(JsonDialect):
                     )
                 )
             elif kind == "message":
-                for part in item.get("content") or ():
+                for part in as_list(item.get("content")):
                     if type(part) is dict and part.get("type") == "output_text" and part.get("text"):
                         out.append(TextDelta(1, 0, "text", part["text"]))
                     elif type(part) is dict and part.get("type") == "refusal" and part.get("refusal"):
                         out.append(TextDelta(1, 0, "refusal", part["refusal"]))
             elif kind == "reasoning":
-                for part in (item.get("summary") or []) + (item.get("content") or []):
+                for part in [*as_list(item.get("summary")), *as_list(item.get("content"))]:
                     if type(part) is dict and type(part.get("text")) is str and part["text"]:
                         out.append(TextDelta(1, 0, "reasoning", part["text"]))
         self._terminal("response." + str(obj.get("status") or "completed"), obj, 1, out)
