@@ -764,22 +764,10 @@ addons = [BenchState()]
 
 def start_mitmdump(upstream_port: int | None, *scripts: Path, name: str = "mitmdump"):
     """mitmdump in reverse mode in front of 127.0.0.1:``upstream_port`` (None: a regular proxy), with the
-    scripts given, flags as in scripts/lab.py's start_mitmdump (which always loads addon.py alone)."""
-    from lab import BIN, Process
+    scripts given."""
+    from lab import proxy_argv, start_proxy
 
-    argv = [str(BIN / "mitmdump")]
-    for script in scripts:
-        argv += ["-s", str(script)]
-    if upstream_port is not None:
-        argv += ["--mode", f"reverse:http://127.0.0.1:{upstream_port}"]
-    argv += ["--listen-host", "127.0.0.1", "-p", "0", "--set", "termlog_verbosity=info"]
-    process = Process(name, argv)
-    try:
-        port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
-    except BaseException:
-        process.stop()
-        raise
-    return process, port
+    return start_proxy(proxy_argv(upstream_port, scripts=scripts), name)
 
 
 def start_upstream():

@@ -101,29 +101,39 @@ def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
     return process, port
 
 
-def start_mitmdump(upstream_port: int, dump: Path | None = None, *options: str) -> tuple[Process, int]:
-    """mitmdump with the addon, as a reverse proxy in front of http://127.0.0.1:``upstream_port``."""
-    argv = [
-        str(BIN / "mitmdump"),
-        "-s",
-        str(ROOT / "addon.py"),
-        "--mode",
-        f"reverse:http://127.0.0.1:{upstream_port}",
-        "--listen-host",
-        "127.0.0.1",
-        "-p",
-        "0",
-        "--set",
-        "termlog_verbosity=info",
-    ]
+def proxy_argv(
+    upstream_port: int | None,
+    *options: str,
+    tool: str = "mitmdump",
+    scripts: tuple = (ROOT / "addon.py",),
+    dump: Path | None = None,
+) -> list[str]:
+    """The command line of a mitmproxy tool on 127.0.0.1, port 0, loading ``scripts``: a reverse proxy in
+    front of http://127.0.0.1:``upstream_port`` (a regular proxy when None), each option a ``--set``."""
+    argv = [str(BIN / tool)]
+    for script in scripts:
+        argv += ["-s", str(script)]
+    if upstream_port is not None:
+        argv += ["--mode", f"reverse:http://127.0.0.1:{upstream_port}"]
+    argv += ["--listen-host", "127.0.0.1", "-p", "0", "--set", "termlog_verbosity=info"]
     if dump is not None:
         argv += ["-w", str(dump)]
     for option in options:
         argv += ["--set", option]
-    process = Process("mitmdump", argv)
+    return argv
+
+
+def start_proxy(argv: list[str], name: str = "mitmdump") -> tuple[Process, int]:
+    """Start it and read the port it got from its log."""
+    process = Process(name, argv)
     try:
         port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
     except BaseException:
         process.stop()
         raise
     return process, port
+
+
+def start_mitmdump(upstream_port: int, dump: Path | None = None, *options: str) -> tuple[Process, int]:
+    """mitmdump with the addon, as a reverse proxy in front of http://127.0.0.1:``upstream_port``."""
+    return start_proxy(proxy_argv(upstream_port, *options, dump=dump))

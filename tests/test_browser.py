@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from lab import BIN, ROOT, Process
+from lab import ROOT, Process, proxy_argv
 from mitmproxy.utils.emoji import emoji
 from playwright.sync_api import expect, sync_playwright
 
@@ -106,31 +106,16 @@ def start_mitmweb(upstream_port: int, *options: str, attempts: int = 3) -> Mitmw
     password = secrets.token_urlsafe(16)
     for attempt in range(attempts):
         web_port = free_port()
-        argv = [
-            str(BIN / "mitmweb"),
-            "-s",
-            str(ROOT / "addon.py"),
-            "--mode",
-            f"reverse:http://127.0.0.1:{upstream_port}",
-            "--listen-host",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--set",
+        argv = proxy_argv(
+            upstream_port,
             f"web_port={web_port}",
-            "--set",
             "web_host=127.0.0.1",
-            "--set",
             "web_open_browser=false",
-            "--set",
             f"web_password={password}",
-            "--set",
-            "termlog_verbosity=info",
-        ]
-        for column in WEB_COLUMNS:  # a Sequence[str] option: one --set per item
-            argv += ["--set", f"web_columns={column}"]
-        for option in options:
-            argv += ["--set", option]
+            *(f"web_columns={column}" for column in WEB_COLUMNS),  # a Sequence[str] option: one --set each
+            *options,
+            tool="mitmweb",
+        )
         process = Process("mitmweb", argv)
         try:
             port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))

@@ -14,7 +14,7 @@ import urllib.request
 
 import openai
 import pytest
-from lab import BIN, ROOT, start_mitmdump
+from lab import BIN, ROOT, proxy_argv, start_mitmdump
 from mitmproxy import io as mio
 from streams import without_timing
 
@@ -257,19 +257,7 @@ def test_cli_reads_the_dump_the_proxy_wrote(proxy):
 
 def test_proxy_refuses_bad_options(provider):
     done = subprocess.run(
-        [
-            str(BIN / "mitmdump"),
-            "-s",
-            str(ROOT / "addon.py"),
-            "--mode",
-            f"reverse:http://127.0.0.1:{provider}",
-            "--listen-host",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "--set",
-            "toolcall_lens_body_cap=-5",
-        ],
+        proxy_argv(provider, "toolcall_lens_body_cap=-5"),
         capture_output=True,
         text=True,
         timeout=60,

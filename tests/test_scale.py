@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import fake_provider as fp
 import pytest
-from lab import BIN, ROOT, Process, start_fake_provider
+from lab import ROOT, Process, proxy_argv, start_fake_provider, start_proxy
 from mitmproxy import io as mio
 
 CLIENTS = 200
@@ -201,28 +201,11 @@ def proxy(provider, tmp_path):
     script = tmp_path / "scale_state.py"
     script.write_text(STATE_ADDON)
     dump = tmp_path / "flows.mitm"
-    argv = [
-        str(BIN / "mitmdump"),
-        "-s",
-        str(ROOT / "addon.py"),
-        "-s",
-        str(script),
-        "--mode",
-        f"reverse:http://127.0.0.1:{provider[1]}",
-        "--listen-host",
-        "127.0.0.1",
-        "-p",
-        "0",
-        "--set",
-        "termlog_verbosity=info",
-        "-w",
-        str(dump),
-        "--set",
-        "toolcall_lens_stall_seconds=0",
-    ]
-    process = Process("mitmdump", argv)
+    argv = proxy_argv(
+        provider[1], "toolcall_lens_stall_seconds=0", scripts=(ROOT / "addon.py", script), dump=dump
+    )
+    process, port = start_proxy(argv)
     try:
-        port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
         yield process, port, dump
     finally:
         process.stop()
