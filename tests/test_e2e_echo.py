@@ -70,6 +70,21 @@ def recency_anthropic(body: bytes) -> list[dict]:
     return calls
 
 
+def assistant_turn(calls: list[dict], rename: str = "") -> dict:
+    """A Chat assistant message echoing these calls (their names with ``rename`` appended)."""
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"] + rename, "arguments": c["arguments"]},
+            }
+            for c in calls
+        ],
+    }
+
+
 def parsed(arguments: str) -> dict:
     try:
         return json.loads(arguments or "{}")
@@ -110,17 +125,7 @@ def converse(port: int) -> None:
     calls = recency_chat(body)
     messages = [
         {"role": "user", "content": QUESTION},
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls
-            ],
-        },
+        assistant_turn(calls),
     ] + [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
     post(
         port,
@@ -345,36 +350,12 @@ def test_the_index_is_bounded_live(tmp_path):
                 {"model": "sequential", "stream": True, "messages": []},
                 "stream/2",
             )
-            old = [
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": c["id"],
-                            "type": "function",
-                            "function": {"name": c["name"], "arguments": c["arguments"]},
-                        }
-                        for c in calls
-                    ],
-                }
-            ]
+            old = [assistant_turn(calls)]
             post(
                 port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": old}, "follow/old"
             )
             new_calls = recency_chat(sequential)
-            new = [
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": c["id"],
-                            "type": "function",
-                            "function": {"name": c["name"] + "x", "arguments": c["arguments"]},
-                        }
-                        for c in new_calls
-                    ],
-                }
-            ]
+            new = [assistant_turn(new_calls, rename="x")]
             post(
                 port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": new}, "follow/new"
             )
