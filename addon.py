@@ -29,14 +29,17 @@ from accumulator import (
     STRATEGIES,
     StreamAccumulator,
     analyze,
+    analyze_http_error,
     analyze_message,
     classify_exchange,
     failure_result,
     sniff_format,
 )
+from accumulator.assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS
 from accumulator.detect import SNIFF_BYTES, STREAM_CONTENT_TYPES, path_format, sniff_message
 from accumulator.echo import DEFAULT_INDEX_SIZE, ObservedCalls
 from accumulator.report import format_view, summary_line
+from accumulator.stream import DEFAULT_MAX_DECODED_BYTES
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -155,6 +158,24 @@ class ToolcallLens:
             "Largest single stream event analysed, in bytes; a larger one is dropped with a warning.",
         )
         loader.add_option(
+            "toolcall_lens_decoded_cap",
+            int,
+            DEFAULT_MAX_DECODED_BYTES,
+            "Bytes of each LLM response body analysed (after decompression); the rest passes unread, with a warning.",
+        )
+        loader.add_option(
+            "toolcall_lens_max_calls",
+            int,
+            DEFAULT_MAX_CALLS,
+            "Tool calls rebuilt per LLM response; later ones are counted, not kept, with a warning.",
+        )
+        loader.add_option(
+            "toolcall_lens_argument_cap",
+            int,
+            DEFAULT_MAX_ARGUMENT_CHARS,
+            "Argument characters kept per tool call; the rest is not kept and the call is marked truncated.",
+        )
+        loader.add_option(
             "toolcall_lens_hosts",
             Sequence[str],
             [],
@@ -213,8 +234,11 @@ class ToolcallLens:
             self.observed.size = ctx.options.toolcall_lens_index_size
         if "toolcall_lens_stall_seconds" in updated and ctx.options.toolcall_lens_stall_seconds < 0:
             raise exceptions.OptionsError("toolcall_lens_stall_seconds must be 0 or more")
-        if "toolcall_lens_event_cap" in updated and ctx.options.toolcall_lens_event_cap < 1:
-            raise exceptions.OptionsError("toolcall_lens_event_cap must be at least 1 byte")
+        for name in ("toolcall_lens_event_cap", "toolcall_lens_decoded_cap", "toolcall_lens_max_calls"):
+            if name in updated and getattr(ctx.options, name) < 1:
+                raise exceptions.OptionsError(f"{name} must be at least 1")
+        if "toolcall_lens_argument_cap" in updated and ctx.options.toolcall_lens_argument_cap < 0:
+            raise exceptions.OptionsError("toolcall_lens_argument_cap must be 0 or more characters")
         if "toolcall_lens_strategies" in updated:
             unknown = [name for name in ctx.options.toolcall_lens_strategies if name not in STRATEGIES]
             if unknown:
@@ -244,13 +268,18 @@ class ToolcallLens:
         if ctx.options.toolcall_lens_redact:
             redact_credentials(flow)
         kind = self._classify(flow)
-        if kind is None or not kind[1]:
-            return  # not an LLM stream: no callable, no cost (a JSON response is read in `response`)
+        if kind is None or not kind[1] or flow.response.status_code >= 400:
+            # Not an LLM stream: no callable, no cost. A JSON response, or an error page where a stream
+            # was asked for, is small and buffered by mitmproxy as usual: it is read in `response`.
+            return
         format = kind[0]  # None: a stream on a path we do not know, recognised from its first bytes
         accumulator = StreamAccumulator(
             format,
             request=flow.request.get_content(strict=False),
             max_event_bytes=ctx.options.toolcall_lens_event_cap,
+            max_decoded_bytes=ctx.options.toolcall_lens_decoded_cap,
+            max_calls=ctx.options.toolcall_lens_max_calls,
+            max_argument_chars=ctx.options.toolcall_lens_argument_cap,
             encoding=flow.response.headers.get("content-encoding"),
             strategies=tuple(ctx.options.toolcall_lens_strategies),
             # The clock the timing facts count from: when mitmproxy had the whole request.
@@ -273,16 +302,27 @@ class ToolcallLens:
             self._finish_stream(flow, watch)
             return
         kind = self._classify(flow)
-        if kind is not None and not kind[1]:
-            try:
-                result = analyze_message(
-                    flow.response.get_content(strict=False) or b"",
-                    kind[0],
-                    request=flow.request.get_content(strict=False),
+        if kind is None or kind[0] is None:
+            return
+        format, streamed = kind
+        status = flow.response.status_code
+        if streamed and status < 400:
+            return  # a stream another addon answered or that bypassed the callable: nothing to read here
+        try:
+            body = flow.response.get_content(strict=False) or b""
+            if status >= 400:
+                result = analyze_http_error(
+                    body,
+                    format,
+                    status=status,
+                    reason=flow.response.reason,
+                    content_type=flow.response.headers.get("content-type", ""),
                 )
-            except Exception as exc:  # noqa: BLE001
-                result = failure_result(kind[0], _describe(exc), streamed=False)
-            self._annotate(flow, result)
+            else:
+                result = analyze_message(body, format, request=flow.request.get_content(strict=False))
+        except Exception as exc:  # noqa: BLE001
+            result = failure_result(format, _describe(exc), streamed=False)
+        self._annotate(flow, result)
 
     def error(self, flow: http.HTTPFlow) -> None:
         # An upstream or client abort fires only this hook; the stream's own end marker says whether

@@ -12,7 +12,7 @@ from .detect import classify_exchange, detect_format, sniff_format
 from .dialects import DIALECTS
 from .result import RESULT_SCHEMA, failure_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
-from .stream import StreamAccumulator, analyze, analyze_message
+from .stream import StreamAccumulator, analyze, analyze_http_error, analyze_message
 from .warnings import CATALOGUE
 
 FORMATS = tuple(DIALECTS)
@@ -25,6 +25,7 @@ __all__ = [
     "STRATEGIES",
     "StreamAccumulator",
     "analyze",
+    "analyze_http_error",
     "analyze_message",
     "classify_exchange",
     "detect_format",

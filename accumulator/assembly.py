@@ -26,6 +26,9 @@ from .ops import (
 from .warnings import WarningLog
 
 _ORPHAN_TEXT_CAP = 64 * 1024
+# Resource caps of one stream (the addon's toolcall_lens_max_calls and toolcall_lens_argument_cap).
+DEFAULT_MAX_CALLS = 1000  # tool calls rebuilt per stream; later ones are counted, not kept
+DEFAULT_MAX_ARGUMENT_CHARS = 1024 * 1024  # argument characters kept per call; the rest is counted
 
 
 class ToolCall:
@@ -42,9 +45,13 @@ class ToolCall:
         "name",
         "name_repeated",
         "ordinal",
+        "room",
+        "truncated",
     )
 
-    def __init__(self, ordinal: int, call_id: str | None, index: int | None, event: int, now) -> None:
+    def __init__(
+        self, ordinal: int, call_id: str | None, index: int | None, event: int, now, room: int
+    ) -> None:
         self.ordinal = ordinal  # position in the choice's table, in order of creation
         self.id = call_id
         self.index = index
@@ -57,6 +64,8 @@ class ToolCall:
         self.first_event = self.last_event = event
         self.first_at = self.last_at = now
         self.interleaved = False
+        self.room = room  # argument characters it may still keep (the per-call cap)
+        self.truncated = False  # arguments beyond the cap arrived and were not kept
 
     @property
     def arguments(self) -> str:
@@ -103,8 +112,19 @@ def fragment_text(arguments: Any) -> str:
 class Assembly:
     """Applies normalized operations; holds everything a result is built from."""
 
-    def __init__(self, warnings: WarningLog, strategies: list) -> None:
+    def __init__(
+        self,
+        warnings: WarningLog,
+        strategies: list,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
+    ) -> None:
         self._warn = warnings
+        self.max_calls = max_calls
+        self.max_argument_chars = max_argument_chars
+        self.calls_total = 0  # calls rebuilt, over every choice
+        self.calls_dropped = 0  # calls the cap refused
+        self.deltas_dropped = 0  # their fragments, and every fragment with no call once the cap was hit
         self.strategies = strategies
         self.choices: dict[int, ChoiceState] = {}
         self.model: str | None = None
@@ -139,7 +159,7 @@ class Assembly:
             self.errors.append(op.error)
             self._warn.add(
                 "provider-error",
-                f"event {op.event}: provider error: {_error_text(op.error)}",
+                f"event {op.event}: provider error: {error_text(op.error)}",
                 event=op.event,
                 error=op.error,
             )
@@ -171,7 +191,10 @@ class Assembly:
         if self.first_token is None:
             self.first_token = (op.event, self.now)
         if call is None:
-            state.orphans.append(op)
+            if self.calls_dropped:
+                self.deltas_dropped += 1  # most likely a fragment of a refused call: not an orphan
+            else:
+                state.orphans.append(op)
         else:
             previous = state.last_call
             if previous is not call:
@@ -186,14 +209,36 @@ class Assembly:
                 self._set_name(call, name, op.event, state.index)
             arguments = op.arguments
             if arguments is not None and arguments != "":
-                call.fragments.append(arguments if type(arguments) is str else fragment_text(arguments))
+                text = arguments if type(arguments) is str else fragment_text(arguments)
+                if len(text) > call.room:
+                    text = self._over_cap(call, text, op.event, state.index)
+                if text:
+                    call.fragments.append(text)
+                    call.room -= len(text)
         if self.awake:
+            if call is None and self.calls_dropped:
+                return  # past the calls cap: what identity drops, the strategies need not route
             if call is None:
                 for strategy in self.awake:
                     strategy.observe(op, None, False, None, None)
             else:
                 for strategy in self.awake:
                     strategy.observe(op, call.ordinal, created, call.name, call.id)
+
+    def _over_cap(self, call: ToolCall, text: str, event: int, choice: int) -> str:
+        """The part of ``text`` the call still has room for; the first time, says the cap was hit."""
+        if not call.truncated:
+            call.truncated = True
+            self._warn.add(
+                "arguments-cap",
+                f"event {event}: call {call.id or '#' + str(call.ordinal)} ({call.name}): arguments beyond "
+                f"{self.max_argument_chars} characters were not kept",
+                event=event,
+                choice=choice,
+                id=call.id,
+                limit=self.max_argument_chars,
+            )
+        return text[: call.room]
 
     def _wake(self, family: str, just_created: ToolCall | None) -> None:
         self.dormant.discard(family)
@@ -212,14 +257,14 @@ class Assembly:
         if op.whole:
             if index is not None and index in state.by_index:
                 self._collision(state, op, call_id, index)
-            return self._new_call(state, call_id, index, op.event), True
+            return _created(self._new_call(state, call_id, index, op.event))
         if call_id is not None:
             call = state.by_id.get(call_id)
             if call is not None:
                 return call, False
             if index is not None and index in state.by_index:
                 self._collision(state, op, call_id, index)
-            return self._new_call(state, call_id, index, op.event), True
+            return _created(self._new_call(state, call_id, index, op.event))
         if index is not None:
             call = state.by_index.get(index)
             if call is not None:
@@ -227,7 +272,7 @@ class Assembly:
         elif len(state.calls) == 1:
             return state.calls[0], False
         if op.name and type(op.name) is str:
-            return self._new_call(state, None, index, op.event), True
+            return _created(self._new_call(state, None, index, op.event))
         return None, False
 
     def _collision(self, state: ChoiceState, op: ToolCallDelta, call_id: str | None, index: int) -> None:
@@ -243,8 +288,21 @@ class Assembly:
             existing_id=holder.id,
         )
 
-    def _new_call(self, state: ChoiceState, call_id: str | None, index: int | None, event: int) -> ToolCall:
-        call = ToolCall(len(state.calls), call_id, index, event, self.now)
+    def _new_call(
+        self, state: ChoiceState, call_id: str | None, index: int | None, event: int
+    ) -> ToolCall | None:
+        if self.calls_total >= self.max_calls:
+            if not self.calls_dropped:
+                self._warn.add(
+                    "calls-cap",
+                    f"event {event}: more than {self.max_calls} tool calls; later calls are counted, not rebuilt",
+                    event=event,
+                    limit=self.max_calls,
+                )
+            self.calls_dropped += 1
+            return None
+        self.calls_total += 1
+        call = ToolCall(len(state.calls), call_id, index, event, self.now, self.max_argument_chars)
         state.calls.append(call)
         if call_id is not None:
             state.by_id[call_id] = call
@@ -282,6 +340,10 @@ class Assembly:
             )
 
 
+def _created(call: ToolCall | None) -> tuple[ToolCall | None, bool]:
+    return call, call is not None
+
+
 def _starts_cleanly(op: ToolCallDelta, index_taken: bool) -> bool:
     # A call opening with a name, a real id (or none) and an index no call holds: every rule opens it.
     name, call_id = op.name, op.id
@@ -314,9 +376,10 @@ def _index_keyed_agree(op: ToolCallDelta, call: ToolCall, created: bool, index_t
     )
 
 
-def _error_text(error: Any) -> str:
+def error_text(error: Any) -> str:
     if type(error) is dict:
-        message = error.get("message")
+        inner = error.get("error")  # {"error": {"message": ...}}, as most APIs wrap it
+        message = error.get("message") or (inner.get("message") if type(inner) is dict else None)
         if message:
             return str(message)
     return orjson.dumps(error, default=str).decode()[:300]

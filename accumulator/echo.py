@@ -58,7 +58,8 @@ class ObservedCalls:
         ids = []
         for choice in result.get("choices") or ():
             for call in choice["tool_calls"]:
-                if call["id"]:
+                # A call whose arguments were cut at the cap cannot be compared with its echo.
+                if call["id"] and not call.get("arguments_truncated"):
                     self._calls[call["id"]] = ObservedCall(
                         call["id"], call["name"], call["arguments"], flow_id, result["format"]
                     )

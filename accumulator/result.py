@@ -72,7 +72,13 @@ def build_result(
         "warnings": warnings.to_list(),
         "compatibility": compatibility,
         "timing": timing,
-        "stats": {"events": events, "bytes": nbytes, "warnings_suppressed": warnings.suppressed},
+        "stats": {
+            "events": events,
+            "bytes": nbytes,
+            "warnings_suppressed": warnings.suppressed,
+            "calls_dropped": assembly.calls_dropped,
+            "deltas_dropped": assembly.deltas_dropped,
+        },
     }
 
 
@@ -92,7 +98,13 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
         "warnings": warnings.to_list(),
         "compatibility": {},
         "timing": None,
-        "stats": {"events": 0, "bytes": nbytes, "warnings_suppressed": 0},
+        "stats": {
+            "events": 0,
+            "bytes": nbytes,
+            "warnings_suppressed": 0,
+            "calls_dropped": 0,
+            "deltas_dropped": 0,
+        },
     }
 
 
@@ -104,7 +116,7 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str, first_eve
     calls = []
     for call in state.calls:
         arguments = call.arguments or empty
-        if arguments:
+        if arguments and not call.truncated:  # cut arguments are not JSON: arguments-cap said why
             try:
                 orjson.loads(arguments)
             except orjson.JSONDecodeError as exc:
@@ -128,6 +140,7 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str, first_eve
                 "first_at": _relative(call.first_at, first_event_at),
                 "last_at": _relative(call.last_at, first_event_at),
                 "interleaved": call.interleaved,
+                "arguments_truncated": call.truncated,
             }
         )
     return {
@@ -360,6 +373,7 @@ RESULT_SCHEMA: dict[str, Any] = {
                                 "first_at",
                                 "last_at",
                                 "interleaved",
+                                "arguments_truncated",
                             ],
                             "additionalProperties": False,
                             "properties": {
@@ -373,6 +387,10 @@ RESULT_SCHEMA: dict[str, Any] = {
                                 "first_at": _NULLABLE_NUMBER,
                                 "last_at": _NULLABLE_NUMBER,
                                 "interleaved": {"type": "boolean"},
+                                "arguments_truncated": {
+                                    "type": "boolean",
+                                    "description": "arguments beyond the per-call cap were not kept",
+                                },
                             },
                         },
                     },
@@ -412,11 +430,21 @@ RESULT_SCHEMA: dict[str, Any] = {
         },
         "stats": {
             "type": "object",
-            "required": ["events", "bytes", "warnings_suppressed"],
+            "required": ["events", "bytes", "warnings_suppressed", "calls_dropped", "deltas_dropped"],
             "properties": {
                 "events": {"type": "integer", "minimum": 0},
                 "bytes": {"type": "integer", "minimum": 0},
                 "warnings_suppressed": {"type": "integer", "minimum": 0},
+                "calls_dropped": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "calls beyond the calls cap",
+                },
+                "deltas_dropped": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "their deltas, the opening one included",
+                },
             },
         },
     },

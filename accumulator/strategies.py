@@ -9,39 +9,50 @@ warning ``code`` it raises, a one-line ``rule``, the kind of client that follows
 
 from __future__ import annotations
 
-from .assembly import fragment_text
+from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, fragment_text
 from .ops import ToolCallDelta
 
 
 class SimulatedCall:
-    __slots__ = ("fragments", "id", "name", "ordinal")
+    __slots__ = ("fragments", "id", "name", "ordinal", "room")
 
-    def __init__(self, ordinal: int, call_id, name) -> None:
-        self.ordinal = ordinal
+    def __init__(self, ordinal: int, call_id, name, room: int) -> None:
+        self.ordinal = ordinal  # -1: a call beyond the calls cap, which keeps nothing
         self.id = call_id
         self.name = name
         self.fragments: list[str] = []
+        self.room = room  # argument characters it may still keep: the same cap as identity routing's
 
     def final(self) -> dict:
         return {"id": self.id, "name": self.name, "arguments": "".join(self.fragments)}
 
     def append(self, arguments) -> None:
-        if arguments is not None and arguments != "":
-            self.fragments.append(fragment_text(arguments))
+        if arguments is not None and arguments != "" and self.room > 0:
+            text = fragment_text(arguments)
+            if len(text) > self.room:
+                text = text[: self.room]
+            self.room -= len(text)
+            self.fragments.append(text)
 
 
 class Table:
-    """One choice's simulated calls, in order, with the keys a strategy looks them up by."""
+    """One choice's simulated calls, in order, with the keys a strategy looks them up by. The calls cap
+    counts over every choice (``counter``, shared), as identity routing's does."""
 
-    __slots__ = ("by_id", "by_index", "calls")
+    __slots__ = ("by_id", "by_index", "calls", "counter", "room")
 
-    def __init__(self) -> None:
+    def __init__(self, counter: list[int], room: int) -> None:
         self.calls: list[SimulatedCall] = []
         self.by_index: dict = {}
         self.by_id: dict = {}
+        self.counter = counter  # [calls left], shared by the strategy's tables
+        self.room = room
 
     def new(self, call_id, name) -> SimulatedCall:
-        call = SimulatedCall(len(self.calls), call_id, name)
+        if self.counter[0] <= 0:
+            return SimulatedCall(-1, call_id, name, 0)  # routed to like any call, never kept
+        self.counter[0] -= 1
+        call = SimulatedCall(len(self.calls), call_id, name, self.room)
         self.calls.append(call)
         return call
 
@@ -55,9 +66,16 @@ class Strategy:
     rule = ""  # one line: what the strategy does
     clients = ""  # one line: the kind of client that follows it
 
-    def __init__(self) -> None:
+    def __init__(
+        self, max_calls: int = DEFAULT_MAX_CALLS, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
+    ) -> None:
         self.tables: dict[int, Table] = {}
         self.first_divergence: int | None = None
+        self.calls_left = [max_calls]
+        self.max_argument_chars = max_argument_chars
+
+    def _table(self) -> Table:
+        return Table(self.calls_left, self.max_argument_chars)
 
     def route(self, op: ToolCallDelta, table: Table) -> tuple[SimulatedCall | None, bool]:
         """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
@@ -67,13 +85,14 @@ class Strategy:
         """Start from identity routing's calls (all but ``exclude``): until now this strategy would
         have built exactly them."""
         for index, state in choices.items():
-            table = self.tables[index] = Table()
+            table = self.tables[index] = self._table()
             for call in state.calls:
                 if call is exclude:
                     continue
                 simulated = table.new(call.id, call.name)
                 if call.arguments:
                     simulated.fragments.append(call.arguments)
+                    simulated.room -= len(call.arguments)
                 if call.index is not None:
                     table.by_index.setdefault(call.index, simulated)
                 if call.id is not None:
@@ -84,8 +103,11 @@ class Strategy:
         the delta), ``ordinal`` None for a fragment identity routing dropped."""
         table = self.tables.get(op.choice)
         if table is None:
-            table = self.tables[op.choice] = Table()
+            table = self.tables[op.choice] = self._table()
         call, created = self.route(op, table)
+        if call is not None and call.ordinal < 0:  # beyond the calls cap: dropped, as identity drops it
+            _forget(table, call, op)
+            call, created = None, False
         if self.first_divergence is None and _diverges(
             op, call, created, ordinal, created_by_identity, name, call_id
         ):
@@ -94,6 +116,17 @@ class Strategy:
     def calls(self, choice: int) -> list[dict]:
         table = self.tables.get(choice)
         return [call.final() for call in table.calls] if table else []
+
+
+def _forget(table: Table, call: SimulatedCall, op: ToolCallDelta) -> None:
+    """Unregister a call beyond the cap, so that a stream of new calls that never ends holds nothing."""
+    for keys in (table.by_index, table.by_id):
+        for key in (op.index, 0, op.id):
+            try:
+                if keys.get(key) is call:
+                    del keys[key]
+            except TypeError:  # an unhashable wire value is never a key
+                pass
 
 
 def _diverges(op, call, created, ordinal, identity_created, name, call_id) -> bool:

@@ -7,10 +7,12 @@ format is not given it is recognised from the first bytes (held until then, with
 
 from __future__ import annotations
 
-from .assembly import Assembly
+from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, Assembly, error_text
 from .decoding import ContentDecoder, supported
 from .detect import SNIFF_BYTES, sniff_format
 from .dialects import DIALECTS
+from .dialects._common import snippet
+from .framing import MALFORMED, parse_json
 from .framing.eventstream import EventStreamDecoder
 from .framing.jsonarray import JsonArrayDecoder
 from .framing.ndjson import NdjsonDecoder
@@ -32,6 +34,11 @@ class StreamAccumulator:
     ``finish()`` returns None if they were not an LLM stream it reads. ``request`` is the request body
     (bytes, str or a decoded dict): with it, calls are checked against the tools it declares.
     ``encoding`` is the response's Content-Encoding: the bytes fed are as sent, decoded here.
+
+    Caps hold the memory of one stream whatever it sends: ``max_event_bytes`` per event,
+    ``max_decoded_bytes`` of body analysed (after decoding; the rest is counted, not read), ``max_calls``
+    tool calls rebuilt, ``max_argument_chars`` argument characters kept per call. Each one hit is a warning
+    in the result.
     """
 
     def __init__(
@@ -45,6 +52,8 @@ class StreamAccumulator:
         max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
         started_at: float | None = None,
         stall_seconds: float | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
         if format is not None and format not in DIALECTS:
             raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
@@ -70,6 +79,9 @@ class StreamAccumulator:
         self._timing = StreamTiming(started_at)
         self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
         self._stall_seconds = stall_seconds
+        self._max_calls = max_calls
+        self._max_argument_chars = max_argument_chars
+        self._max_decoded_bytes = max_decoded_bytes
         if encoding and encoding.strip().lower() not in ("identity", ""):
             if supported(encoding):
                 self._content = ContentDecoder(encoding, max_decoded_bytes)
@@ -115,6 +127,16 @@ class StreamAccumulator:
             return
         if self._content is not None:
             data = self._decode(data)
+            if not data:
+                return
+        elif self._bytes > self._max_decoded_bytes:
+            # Not compressed: the same cap on the bytes analysed (a stream that never ends).
+            data = data[: len(data) - (self._bytes - self._max_decoded_bytes)]
+            self._stop(
+                "decoded-size-cap",
+                f"the body exceeded {self._max_decoded_bytes} bytes; analysis stopped there",
+                limit=self._max_decoded_bytes,
+            )
             if not data:
                 return
         self._feed_decoded(data)
@@ -242,8 +264,9 @@ class StreamAccumulator:
         framer_class = JsonArrayDecoder if framing == "jsonarray" else _FRAMERS[framing]
         self._framer = framer_class(self._max_event_bytes)
         self._dialect = dialect_class(self.warnings)
-        strategies = [STRATEGIES[name]() for name in self._strategies] if dialect_class.fragments else []
-        self._assembly = Assembly(self.warnings, strategies)
+        caps = (self._max_calls, self._max_argument_chars)
+        strategies = [STRATEGIES[name](*caps) for name in self._strategies] if dialect_class.fragments else []
+        self._assembly = Assembly(self.warnings, strategies, *caps)
         if head:
             self._consume(self._framer.feed(head))
 
@@ -298,4 +321,39 @@ def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -
         events=1 if ops else 0,
         nbytes=len(body),
         empty_arguments=dialect_class.empty_arguments,
+    )
+
+
+def analyze_http_error(
+    body: bytes, format: str, *, status: int, reason: str = "", content_type: str = ""
+) -> dict:
+    """The result for an error status (400 and up) on an LLM path, streamed request or not: no calls, an
+    ``http-error`` naming the status, and the provider's error object when the body is JSON."""
+    if format not in DIALECTS:
+        raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
+    warnings = WarningLog()
+    assembly = Assembly(warnings, [])
+    assembly.ended = True  # nothing more was coming: not a truncated stream
+    obj, _ = parse_json(body.strip())
+    error = obj if obj is not MALFORMED and type(obj) is dict else None
+    kind = content_type.split(";", 1)[0].strip() or "no content type"
+    shown = f"{status} {reason}".strip()
+    warnings.add(
+        "http-error",
+        f"the upstream answered {shown} ({kind}, {len(body)} bytes) instead of a response: "
+        + (error_text(error) if error is not None else snippet(body)),
+        status=status,
+        reason=reason,
+        content_type=content_type,
+        body=snippet(body),
+    )
+    assembly.errors.append(error if error is not None else {"status": status, "body": snippet(body)})
+    return build_result(
+        format=format,
+        streamed=False,
+        assembly=assembly,
+        warnings=warnings,
+        request=None,  # no calls came: checks against the request would only say so again
+        events=0,
+        nbytes=len(body),
     )

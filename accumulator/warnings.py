@@ -114,7 +114,19 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "decoded-size-cap": (
         "warning",
-        "the decompressed body exceeded the cap (a decompression bomb?); analysis stopped there",
+        "the (decompressed) body exceeded the analysis cap (a bomb, a stream that never ends?); analysis stopped there",
+    ),
+    "calls-cap": (
+        "warning",
+        "more tool calls than the per-stream cap; the later ones are counted in stats, not rebuilt",
+    ),
+    "arguments-cap": (
+        "info",
+        "a call's arguments exceeded the per-call cap; the rest was not kept (the call says arguments_truncated)",
+    ),
+    "http-error": (
+        "warning",
+        "the upstream answered with an HTTP error status instead of a response (an HTML error page, a JSON error)",
     ),
     "body-truncated": (
         "info",
