@@ -4,7 +4,9 @@ Formats, by path (POST): OpenAI Chat Completions `…/chat/completions`, OpenAI 
 Anthropic Messages `…/messages`, Cohere v2 `/v2/chat`, Ollama `/api/chat` (scenario = the body's "model");
 Gemini `…/models/{scenario}:streamGenerateContent[?alt=sse]` and `:generateContent`; Bedrock
 `/model/{scenario}/converse-stream`, `/converse`, `/invoke-with-response-stream`, `/invoke`.
-Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd).
+Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd),
+X-Fake-Chunking: hostile (each event also cut at hostile points, `accumulator.boundaries`, one write per
+piece), X-Fake-Fault (see FAULTS) with X-Fake-Size and X-Fake-Drip-Bytes.
 
 .venv/bin/python scripts/fake_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]
 """
@@ -17,6 +19,7 @@ import base64
 import contextlib
 import functools
 import hashlib
+import itertools
 import math
 import re
 import signal
@@ -29,6 +32,8 @@ from typing import Any, ClassVar, NamedTuple
 from urllib.parse import parse_qs, quote, unquote
 
 import orjson
+
+from accumulator import boundaries
 
 # A fixed timestamp and fixed ids keep every body byte-identical, so X-Body-SHA256 is stable across runs.
 CREATED = 1767225600
@@ -130,6 +135,20 @@ _SCRIPTS: dict[str, dict[str, Any]] = {
         "error": True,
     },
     "text": {"steps": _each("text", "Hello", " from the", " fake provider", ".")},
+    # Multi-byte characters in text, names' arguments and reasoning: cuts inside a character are possible.
+    "unicode": {
+        "steps": (
+            *_each("think", "Zürich zuerst, ", "dann 東京."),
+            *_each("text", "Grüße ", "aus Zürich — ", "東京 ✓"),
+            _call(0, "u1", "get_weather"),
+            _args(0, '{"city": "Zü'),
+            _args(0, 'rich", "note": "東'),
+            _args(0, '京 ✓"}'),
+            _call(1, "u2", "translate"),
+            _args(1, '{"text": "Grüße", '),
+            _args(1, '"to": "日本語"}'),
+        )
+    },
     "gated": {"steps": _SEQUENTIAL, "gate_after": 1},
 }
 
@@ -138,6 +157,34 @@ FORMAT_SCENARIOS: dict[str, tuple[str, ...]] = {
     fmt: tuple(name for name, script in _SCRIPTS.items() if script.get("only", fmt) == fmt) for fmt in FORMATS
 }
 
+# X-Fake-Fault: what goes wrong on the way (the scenario still picks the events that come first).
+#   drip               the first X-Fake-Drip-Bytes bytes (default: all) one byte per write, X-Fake-Delay apart
+#   huge-event         half the events, then one event of X-Fake-Size bytes (default 100 MB) with no line end
+#   bomb               with X-Fake-Encoding: half the events, then a line of X-Fake-Size spaces (default 256 MiB
+#                      decoded), compressed to a small body
+#   endless-calls      (Chat Completions) whole new tool calls, one per event, until the client goes away
+#   endless-arguments  (Chat Completions) one call whose argument fragments never stop
+#   html-502 / json-429  an error page (502, text/html) / a rate-limit error (429, JSON) instead of a stream
+FAULTS: tuple[str, ...] = (
+    "drip",
+    "huge-event",
+    "bomb",
+    "endless-calls",
+    "endless-arguments",
+    "html-502",
+    "json-429",
+)
+HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+    b"</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
+RATE_LIMITED = {
+    "error": {
+        "message": "Rate limit reached for requests. Please try again in 20s.",
+        "type": "rate_limit_error",
+        "code": "rate_limit_exceeded",
+    }
+}
 _OVERLOADED = "upstream overloaded"
 _THROTTLED = {"message": "Too many requests, please wait before trying again."}
 _EXCEPTION = "throttlingException"  # the AWS exception frame that replaces an event
@@ -898,6 +945,62 @@ def body(format: str, scenario: str, *, gemini_sse: bool = True) -> bytes:
     return b"".join(events(format, scenario, gemini_sse=gemini_sse))
 
 
+def endless(kind: str):
+    """The events of an `endless-calls` or `endless-arguments` Chat Completions stream, forever."""
+    head = {
+        "id": "chatcmpl-fake-endless",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": kind,
+    }
+
+    def chunk(delta: dict) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        return b"data: " + orjson.dumps({**head, "choices": [choice]}) + b"\n\n"
+
+    yield chunk({"role": "assistant", "content": None})
+    if kind == "endless-calls":
+        for n in itertools.count():
+            call = {"index": n, "id": f"call_{n}", "type": "function"}
+            call["function"] = {"name": f"tool_{n % 7}", "arguments": f'{{"n": {n}}}'}
+            yield chunk({"tool_calls": [call]})
+    else:
+        function = {"name": "write_file", "arguments": '{"content": "'}
+        yield chunk({"tool_calls": [{"index": 0, "id": "call_0", "type": "function", "function": function}]})
+        fragment = string.ascii_letters * 20  # 1,040 characters
+        while True:
+            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})
+
+
+HUGE_EVENT_HEAD = b'data: {"choices": [{"index": 0, "delta": {"content": "'
+_MIB = 1024 * 1024
+
+
+def huge_event_pieces(plain: tuple[bytes, ...], size: int):
+    """`huge-event`: half the events, then one event of ``size`` bytes that never reaches a line end."""
+    yield from plain[: len(plain) // 2]
+    yield HUGE_EVENT_HEAD
+    left = size - len(HUGE_EVENT_HEAD)
+    block = b"a" * _MIB
+    while left > 0:
+        yield block[: min(left, _MIB)]
+        left -= _MIB
+
+
+@functools.cache
+def bomb_pieces(plain: tuple[bytes, ...], encoding: str, size: int) -> tuple[bytes, ...]:
+    """`bomb`: half the events, then a line of ``size`` spaces, compressed by one compressor: a small body
+    that decodes to far more than it weighs."""
+    compress, finish = _compressor(encoding)
+    out = [compress(piece) for piece in plain[: len(plain) // 2]]
+    out.append(compress(b"data: "))
+    block = b" " * _MIB
+    for start in range(0, size, _MIB):
+        out.append(compress(block[: min(_MIB, size - start)]))
+    out.append(finish())
+    return tuple(piece for piece in out if piece)
+
+
 def sse_body(name: str) -> bytes:
     """The scenario's full Chat Completions SSE body (for `truncated`: the uncut body)."""
     return body("openai-chat", name)
@@ -1140,6 +1243,43 @@ def _scenario_of(request: _Request, fmt: str, name: str | None, stream: bool | N
     return name, bool(stream)
 
 
+class _Fault(NamedTuple):
+    name: str | None
+    size: int
+    drip_bytes: int | None
+    hostile: bool
+
+
+_NO_FAULT = _Fault(None, 0, None, False)
+
+
+def _fault(request: _Request, fmt: str, encoding: str | None) -> _Fault:
+    """The request's X-Fake-Fault (with its X-Fake-Size and X-Fake-Drip-Bytes) and X-Fake-Chunking."""
+    headers = request.headers
+    name = headers.get("x-fake-fault", "").strip().lower() or None
+    if name is not None and name not in FAULTS:
+        raise _Refused(400, f"X-Fake-Fault must be one of {', '.join(FAULTS)}")
+    if name in ("endless-calls", "endless-arguments") and fmt != "openai-chat":
+        raise _Refused(400, f"X-Fake-Fault {name} is a Chat Completions stream")
+    if name == "huge-event" and _SPECS[fmt].frame in (_frame_converse, _frame_invoke):
+        raise _Refused(400, "X-Fake-Fault huge-event needs a line-framed format")
+    if name == "bomb" and encoding is None:
+        raise _Refused(400, "X-Fake-Fault bomb needs X-Fake-Encoding")
+    numbers = {}
+    for header in ("x-fake-size", "x-fake-drip-bytes"):
+        value = headers.get(header)
+        if value is not None and (not value.isdigit() or int(value) > 2**34):
+            raise _Refused(400, f"{header} must be a number of bytes up to 16 GiB")
+        numbers[header] = None if value is None else int(value)
+    default_size = 100 * 1000 * 1000 if name == "huge-event" else 256 * _MIB
+    chunking = headers.get("x-fake-chunking", "").strip().lower()
+    if chunking not in ("", "hostile"):
+        raise _Refused(400, "X-Fake-Chunking must be hostile")
+    return _Fault(
+        name, numbers["x-fake-size"] or default_size, numbers["x-fake-drip-bytes"], chunking == "hostile"
+    )
+
+
 def _options(request: _Request, delay: float) -> tuple[float, str | None]:
     """The request's delay between events and response encoding."""
     if "x-fake-delay" in request.headers:
@@ -1233,10 +1373,17 @@ class _Provider:
         keep = request.keep_alive
         name, stream = _scenario_of(request, fmt, name, stream)
         delay, encoding = _options(request, self.delay)
+        fault = _fault(request, fmt, encoding)
         gemini_sse = "sse" in request.query.get("alt", ())
+        if fault.name == "html-502":
+            return await self._send(writer, 502, "text/html", HTML_502, keep_alive=keep)
+        if fault.name == "json-429":
+            body = orjson.dumps(RATE_LIMITED)
+            extra = {"Retry-After": "20"}
+            return await self._send(writer, 429, "application/json", body, keep_alive=keep, extra=extra)
         if stream:
             received = _credentials_sha256(request)
-            return await self._stream(fmt, name, gemini_sse, delay, encoding, writer, keep, received)
+            return await self._stream(fmt, name, gemini_sse, delay, encoding, writer, keep, received, fault)
         extra = {"X-Scenario": name}
         if _SCRIPTS[name].get("error"):
             # Not streamed, the failure surfaces the way the provider reports it: as the HTTP status.
@@ -1262,9 +1409,13 @@ class _Provider:
         writer: asyncio.StreamWriter,
         keep: bool,
         received_credentials: str = "",
+        fault: _Fault = _NO_FAULT,
     ) -> bool:
         script = _SCRIPTS[name]
-        wire = _wire(events(fmt, name, gemini_sse=gemini_sse), encoding)
+        plain = events(fmt, name, gemini_sse=gemini_sse)
+        wire = _wire(plain, encoding)
+        if fault.name is not None and fault.name != "drip":
+            return await self._faulty(fmt, name, plain, wire, delay, encoding, writer, fault)
         content_type = "application/json" if fmt == "gemini" and not gemini_sse else _SPECS[fmt].content_type
         headers = {
             "Content-Type": content_type,
@@ -1288,6 +1439,14 @@ class _Provider:
         if gate is not None:
             # Registered before the first write, so a client that has seen that event can always release it.
             self.gates.add(gate)
+        if fault.hostile:
+            pieces = tuple(
+                p for piece in pieces for p in boundaries.cut(piece, boundaries.hostile_cuts(piece))
+            )
+        if fault.name == "drip":
+            dripped = b"".join(pieces)[: fault.drip_bytes]
+            rest = b"".join(pieces)[len(dripped) :]
+            pieces = (*(dripped[i : i + 1] for i in range(len(dripped))), *((rest,) if rest else ()))
         try:
             for sent, piece in enumerate(pieces):
                 if sent:
@@ -1309,6 +1468,48 @@ class _Provider:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return keep
+
+    async def _faulty(
+        self,
+        fmt: str,
+        name: str,
+        plain: tuple[bytes, ...],
+        wire: _Wire,
+        delay: float,
+        encoding: str | None,
+        writer: asyncio.StreamWriter,
+        fault: _Fault,
+    ) -> bool:
+        """A stream that goes wrong as X-Fake-Fault says; the connection is not reused after it."""
+        headers = {
+            "Content-Type": _SPECS[fmt].content_type,
+            "Transfer-Encoding": "chunked",
+            "X-Scenario": name,
+        }
+        if fault.name == "huge-event":
+            pieces = huge_event_pieces(plain, fault.size)
+            digest = hashlib.sha256()
+            for piece in huge_event_pieces(plain, fault.size):
+                digest.update(piece)
+            headers["X-Body-SHA256"] = digest.hexdigest()
+        elif fault.name == "bomb":
+            assert encoding is not None
+            pieces = bomb_pieces(plain, encoding, fault.size)
+            headers["Content-Encoding"] = encoding
+            headers["X-Body-SHA256"] = _sha256(b"".join(pieces))
+        else:  # endless: no hash can come first; the client checks a prefix of `endless(kind)`
+            pieces = endless(fault.name)
+            delay = 0.0
+        writer.write(_head(200, headers, False))
+        await writer.drain()
+        for piece in pieces:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+            if delay:
+                await asyncio.sleep(delay)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return False
 
 
 async def _serve(host: str, port: int, delay: float) -> int:

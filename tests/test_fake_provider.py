@@ -145,8 +145,13 @@ def test_scenario_names_and_reconstructions():
         "truncated",
         "error-midstream",
         "text",
+        "unicode",
         "gated",
     )
+    assert fp.expected_calls("unicode") == [
+        {"id": "call_u1", "name": "get_weather", "arguments": '{"city": "Zürich", "note": "東京 ✓"}'},
+        {"id": "call_u2", "name": "translate", "arguments": '{"text": "Grüße", "to": "日本語"}'},
+    ]
     assert fp.expected_calls("interleaved") == [
         {"id": "call_abc", "name": "search_circulars", "arguments": '{"query": "RBI circulars"}'},
         {"id": "call_xyz", "name": "get_user_profile", "arguments": '{"user_id": "u123"}'},
@@ -278,7 +283,8 @@ def test_non_streamed_completion_holds_the_correct_calls(port, name):
         for tc in message.tool_calls
     ]
     assert got == fp.expected_calls(name)
-    assert message.content is None and completion.choices[0].finish_reason == "tool_calls"
+    assert message.content == (fp.final_response("openai-chat", name)["choices"][0]["message"]["content"])
+    assert completion.choices[0].finish_reason == "tool_calls"
     assert completion.usage.total_tokens == 70
 
 
@@ -601,7 +607,7 @@ def rebuild(fmt: str, events: list[tuple[str | None, dict]]) -> list[dict]:
         calls[key] = {"id": call_id, "name": name, "arguments": arguments}
 
     def whole(call_id, name, args):
-        new(len(calls), call_id, name, json.dumps(args))
+        new(len(calls), call_id, name, json.dumps(args, ensure_ascii=False))
 
     for name, obj in events:
         if fmt == "openai-chat":
