@@ -234,19 +234,25 @@ class ContentDecoder:
         self._done = self.error is not None
 
     def decode(self, chunk: bytes) -> bytes:
+        return b"".join(self.decode_pieces(chunk))
+
+    def decode_pieces(self, chunk: bytes):
+        """The decoded output of ``chunk`` as it is produced, at most 64 KiB a piece: a small chunk of a
+        decompression bomb never becomes one large buffer."""
         if self._done or not chunk:
-            return b""
+            return
         if self._remaining <= 0:  # a cap of 0: zlib would read a limit of 0 as no limit at all
             self._stop_exceeded()
-            return b""
+            return
         if not self._stages:
             if len(chunk) >= self._remaining:
                 chunk = chunk[: self._remaining]
                 self._stop_exceeded()
             self._remaining -= len(chunk)
-            return chunk
+            yield chunk
+            return
         self._stages[0].push(chunk)
-        return self._drain()
+        yield from self._drain_pieces()
 
     def flush(self) -> bytes:
         """End of input: whatever output is left; a compressed stream that did not end sets ``error``."""
@@ -263,26 +269,28 @@ class ContentDecoder:
         return out
 
     def _drain(self) -> bytes:
-        parts: list[bytes] = []
+        return b"".join(self._drain_pieces())
+
+    def _drain_pieces(self):
         last = len(self._stages) - 1
         try:
-            while True:
+            while self._stages:
                 data = self._pull(last, min(self._remaining, _STEP))
                 if not data:
                     break
                 if len(data) >= self._remaining:
                     # brotli may overshoot its limit by a block: the cap is exact all the same.
-                    parts.append(data[: self._remaining])
+                    data = data[: self._remaining]
                     self._remaining = 0
                     self._stop_exceeded()
+                    yield data
                     break
                 self._remaining -= len(data)
-                parts.append(data)
+                yield data
         except _Corrupt as exc:
             self.error = str(exc)
             self._done = True
             self._stages = []
-        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _pull(self, i: int, limit: int) -> bytes:
         stage = self._stages[i]

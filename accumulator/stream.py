@@ -126,10 +126,14 @@ class StreamAccumulator:
         if self._stopped:
             return
         if self._content is not None:
-            data = self._decode(data)
-            if not data:
-                return
-        elif self._bytes > self._max_decoded_bytes:
+            # Piece by piece as the decompressor produces them: a bomb's output is never held whole.
+            for piece in self._content.decode_pieces(data):
+                self._feed_decoded(piece)
+                if self._stopped:  # not an LLM stream after all: decode no more
+                    return
+            self._check_content()
+            return
+        if self._bytes > self._max_decoded_bytes:
             # Not compressed: the same cap on the bytes analysed (a stream that never ends).
             data = data[: len(data) - (self._bytes - self._max_decoded_bytes)]
             self._stop(
@@ -205,11 +209,6 @@ class StreamAccumulator:
             self._hold(data, final=False)
         else:
             self._consume(self._framer.feed(data))
-
-    def _decode(self, data: bytes) -> bytes:
-        data = self._content.decode(data)
-        self._check_content()
-        return b"" if self._stopped else data
 
     def _check_content(self) -> None:
         content = self._content

@@ -219,3 +219,21 @@ def test_defaults_of_the_caps():
             options.toolcall_lens_max_calls,
             options.toolcall_lens_argument_cap,
         ) == (8 * 2**20, 64 * 2**20, 16 * 2**20, 1000, 2**20)
+
+
+def test_a_decompression_bomb_is_decoded_piece_by_piece_never_held_whole():
+    # 256 MiB of spaces after two events, gzip-compressed to a few hundred KiB, fed in 64 KiB chunks:
+    # the decoded cap stops it at 64 MiB, and no decoded buffer near that size ever exists at once.
+    plain = fake_provider.events("openai-chat", "sequential")
+    body = b"".join(fake_provider.bomb_pieces(plain, "gzip", 256 * 2**20))
+    accumulator = StreamAccumulator("openai-chat", encoding="gzip")
+    tracemalloc.start()
+    try:
+        for start in range(0, len(body), 65536):
+            accumulator.feed(body[start : start + 65536])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    result = accumulator.finish()
+    assert "decoded-size-cap" in codes(result) and "oversized-event" in codes(result)
+    assert len(body) < 2**20 and peak < 12 * 2**20, (len(body), peak)
