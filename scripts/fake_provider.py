@@ -158,6 +158,7 @@ FORMAT_SCENARIOS: dict[str, tuple[str, ...]] = {
 }
 
 # X-Fake-Fault: what goes wrong on the way (the scenario still picks the events that come first).
+#   drop-mid-event     half the events and half of the next one, then the connection drops
 #   drip               the first X-Fake-Drip-Bytes bytes (default: all) one byte per write, X-Fake-Delay apart
 #   huge-event         half the events, then one event of X-Fake-Size bytes (default 100 MB) with no line end
 #   bomb               with X-Fake-Encoding: half the events, then a line of X-Fake-Size spaces (default 256 MiB
@@ -166,6 +167,7 @@ FORMAT_SCENARIOS: dict[str, tuple[str, ...]] = {
 #   endless-arguments  (Chat Completions) one call whose argument fragments never stop
 #   html-502 / json-429  an error page (502, text/html) / a rate-limit error (429, JSON) instead of a stream
 FAULTS: tuple[str, ...] = (
+    "drop-mid-event",
     "drip",
     "huge-event",
     "bomb",
@@ -972,6 +974,12 @@ def endless(kind: str):
             yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})
 
 
+def drop_mid_event_pieces(pieces: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """`drop-mid-event`: what is written before the connection drops inside an event."""
+    half = len(pieces) // 2
+    return (*pieces[:half], pieces[half][: len(pieces[half]) // 2])
+
+
 HUGE_EVENT_HEAD = b'data: {"choices": [{"index": 0, "delta": {"content": "'
 _MIB = 1024 * 1024
 
@@ -1497,6 +1505,9 @@ class _Provider:
             pieces = bomb_pieces(plain, encoding, fault.size)
             headers["Content-Encoding"] = encoding
             headers["X-Body-SHA256"] = _sha256(b"".join(pieces))
+        elif fault.name == "drop-mid-event":
+            pieces = drop_mid_event_pieces(wire.pieces)
+            headers.update(wire.headers)  # the hashes of the full body, which never comes
         else:  # endless: no hash can come first; the client checks a prefix of `endless(kind)`
             pieces = endless(fault.name)
             delay = 0.0
@@ -1507,6 +1518,8 @@ class _Provider:
             await writer.drain()
             if delay:
                 await asyncio.sleep(delay)
+        if fault.name == "drop-mid-event":
+            return False  # no zero-length chunk: the body is incomplete
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return False
