@@ -1,0 +1,417 @@
+"""The fake provider over TLS and HTTP/2: scripts/fake_provider.py's paths, scenarios, headers and body bytes,
+served by an HTTP/2-only server (ALPN `h2`) with a self-signed certificate.
+
+The certificate (for 127.0.0.1 and localhost) is made at start-up in a temporary directory that is removed
+at exit: clients and proxies must not verify it (mitmproxy: `--ssl-insecure`). Many streams run at once on
+one connection; each event goes out as its own DATA frame (split only when the peer's flow-control window
+or frame size is smaller), with the delay between events, and END_STREAM ends the body. `truncated` resets
+its stream (RST_STREAM) where the HTTP/1.1 provider drops the connection. GET /health answers "ok",
+GET /release lets `gated` streams go on.
+
+.venv/bin/python scripts/h2_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import signal
+import ssl
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import fake_provider as fp
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import orjson
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+READ_SIZE = 65536
+
+
+# -- TLS -----------------------------------------------------------------------------------------------------
+
+
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed server certificate for 127.0.0.1 and localhost: (cert.pem, key.pem) in directory."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "h2_provider")])
+    now = datetime.datetime.now(datetime.UTC)
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def _tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # RFC 9113 9.2
+    context.options |= ssl.OP_NO_COMPRESSION
+    context.set_alpn_protocols(["h2"])
+    context.load_cert_chain(cert, key)
+    return context
+
+
+# -- one HTTP/2 connection -----------------------------------------------------------------------------------
+
+
+class _Incoming:
+    """A request whose headers have arrived and whose body is arriving."""
+
+    def __init__(self, headers: list[tuple[bytes, bytes]]) -> None:
+        pseudo: dict[str, str] = {}
+        self.headers: dict[str, str] = {}
+        for raw_name, raw_value in headers:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            if name.startswith(":"):
+                pseudo[name] = value
+            elif name in self.headers:  # RFC 9110 5.3: repeated fields combine
+                self.headers[name] += ("; " if name == "cookie" else ", ") + value
+            else:
+                self.headers[name] = value
+        self.method = pseudo.get(":method", "GET")
+        self.target = pseudo.get(":path", "/")
+        self.body = bytearray()
+        self.too_large = False
+
+    def add(self, data: bytes) -> None:
+        if self.too_large or len(self.body) + len(data) > fp.MAX_BODY_BYTES:
+            self.too_large = True
+            self.body.clear()
+        else:
+            self.body += data
+
+    def request(self) -> fp._Request:
+        # fake_provider's own request object: .method, .path, .query, .headers (lower-case), .body
+        return fp._Request(self.method, self.target, "HTTP/2", self.headers, bytes(self.body))
+
+
+class _Connection:
+    """Reads frames, starts one task per complete request, and sends what the tasks produce."""
+
+    def __init__(
+        self, provider: _Provider, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.provider = provider
+        self.reader, self.writer = reader, writer
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        self.h2 = h2.connection.H2Connection(config)
+        self.incoming: dict[int, _Incoming] = {}
+        self.streams: dict[int, asyncio.Task] = {}
+        self._window = asyncio.Event()  # set (and replaced) whenever a send window may have grown
+
+    async def run(self) -> None:
+        self.h2.initiate_connection()
+        await self.flush()
+        try:
+            while data := await self.reader.read(READ_SIZE):
+                try:
+                    received = self.h2.receive_data(data)
+                except h2.exceptions.ProtocolError:
+                    await self.flush()  # h2 queued the GOAWAY
+                    return
+                for event in received:
+                    if isinstance(event, h2.events.ConnectionTerminated):
+                        return
+                    self.on(event)
+                await self.flush()
+        finally:
+            for task in list(self.streams.values()):
+                task.cancel()
+            await asyncio.gather(*self.streams.values(), return_exceptions=True)
+
+    def on(self, event: h2.events.Event) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            self.incoming[event.stream_id] = _Incoming(event.headers)
+        elif isinstance(event, h2.events.DataReceived):
+            if incoming := self.incoming.get(event.stream_id):
+                incoming.add(event.data)
+            # The body is kept (up to the cap) however fast it comes: give the window back at once.
+            self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        elif isinstance(event, h2.events.StreamEnded):
+            if incoming := self.incoming.pop(event.stream_id, None):
+                task = asyncio.create_task(self.answer(event.stream_id, incoming))
+                self.streams[event.stream_id] = task
+        elif isinstance(event, h2.events.StreamReset):
+            self.incoming.pop(event.stream_id, None)
+            if task := self.streams.pop(event.stream_id, None):
+                task.cancel()
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+            self._window.set()
+            self._window = asyncio.Event()
+
+    async def flush(self) -> None:
+        if data := self.h2.data_to_send():
+            self.writer.write(data)
+        await self.writer.drain()
+
+    async def answer(self, stream_id: int, incoming: _Incoming) -> None:
+        try:
+            if incoming.too_large:
+                await self.send(stream_id, 413, "text/plain", b"request body too large\n")
+            else:
+                await self.provider.respond(self, stream_id, incoming.request())
+        except (asyncio.CancelledError, ConnectionError, h2.exceptions.ProtocolError):
+            # Reset by the client, or the connection is gone: that stream is simply over. Ending cancelled
+            # is not needed by anyone (the connection gathers its tasks), so the task ends normally.
+            pass
+        except Exception:  # noqa: BLE001 - a bug: say so loudly, and end the stream rather than hang it
+            traceback.print_exc()
+            with contextlib.suppress(Exception):
+                self.h2.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                await self.flush()
+        finally:
+            if self.streams.get(stream_id) is asyncio.current_task():
+                del self.streams[stream_id]
+
+    async def send_data(self, stream_id: int, data: bytes) -> None:
+        """One DATA frame for data, unless the peer's window or frame size makes it several; waits for room."""
+        view = memoryview(data)
+        while True:
+            room = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
+            if room <= 0 and view:
+                await self._window.wait()  # a WindowUpdated or new SETTINGS; then look again
+                continue
+            self.h2.send_data(stream_id, bytes(view[:room]))
+            view = view[room:]
+            await self.flush()
+            if not view:
+                return
+
+    async def send_headers(self, stream_id: int, status: int, headers: dict[str, str]) -> None:
+        fields = [(":status", str(status)), ("server", "h2_provider")]
+        fields += [(name.lower(), value) for name, value in headers.items()]
+        self.h2.send_headers(stream_id, fields)
+        await self.flush()
+
+    async def end(self, stream_id: int) -> None:
+        self.h2.end_stream(stream_id)
+        await self.flush()
+
+    async def send(
+        self,
+        stream_id: int,
+        status: int,
+        content_type: str,
+        body: bytes,
+        *,
+        head_only: bool = False,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        headers = {"Content-Type": content_type, "Content-Length": str(len(body)), **(extra or {})}
+        await self.send_headers(stream_id, status, headers)
+        if body and not head_only:
+            await self.send_data(stream_id, body)
+        await self.end(stream_id)
+
+
+# -- the provider --------------------------------------------------------------------------------------------
+
+
+class _Provider:
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.gates: set[asyncio.Event] = set()
+        self.connections: set[asyncio.Task] = set()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        try:
+            ssl_object = writer.get_extra_info("ssl_object")
+            if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+                await _Connection(self, reader, writer).run()
+            # Otherwise the client offered no h2 (HTTP/1.1 only, or no ALPN): nothing to speak with it.
+        except (ConnectionError, TimeoutError, ssl.SSLError):
+            pass
+        except asyncio.CancelledError:
+            # Shutdown cancels connections. Ending cancelled would make asyncio 3.12.1's client_connected_cb
+            # callback call task.exception() and print a traceback, so the task ends normally instead.
+            # A TLS close waits for the peer's close_notify (30 s by default): at shutdown, just drop it.
+            writer.transport.abort()
+        finally:
+            self.connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 5)
+
+    async def respond(self, conn: _Connection, stream_id: int, request: fp._Request) -> None:
+        method, path = request.method, request.path
+        if method == "POST" and (route := fp._route(path)):
+            try:
+                await self._llm(conn, stream_id, request, *route)
+            except fp._Refused as exc:
+                await conn.send(stream_id, exc.status, "application/json", fp._error_json(str(exc)))
+        elif method == "GET" and path == "/health":
+            await conn.send(stream_id, 200, "text/plain", b"ok\n")
+        elif method == "GET" and path == "/v1/models":
+            models = {"object": "list", "data": [{"id": name, "object": "model"} for name in fp.SCENARIOS]}
+            await conn.send(stream_id, 200, "application/json", orjson.dumps(models))
+        elif method == "GET" and path == "/release":
+            waiting = [gate for gate in self.gates if not gate.is_set()]
+            for gate in waiting:
+                gate.set()
+            await conn.send(stream_id, 200, "text/plain", f"{len(waiting)}\n".encode())
+        else:
+            await conn.send(stream_id, 404, "text/plain", b"not found\n", head_only=method == "HEAD")
+
+    async def _llm(
+        self,
+        conn: _Connection,
+        stream_id: int,
+        request: fp._Request,
+        fmt: str,
+        name: str | None,
+        stream: bool | None,
+    ) -> None:
+        name, stream = fp._scenario_of(request, fmt, name, stream)
+        delay, encoding = fp._options(request, self.delay)
+        gemini_sse = "sse" in request.query.get("alt", ())
+        if stream:
+            received = fp._credentials_sha256(request)
+            await self._stream(conn, stream_id, fmt, name, gemini_sse, delay, encoding, received)
+            return
+        extra = {"X-Scenario": name}
+        if fp._SCRIPTS[name].get("error"):
+            # Not streamed, the failure surfaces the way the provider reports it: as the HTTP status.
+            status, error = fp._SPECS[fmt].error
+            if fmt.startswith("bedrock"):
+                extra["X-Amzn-ErrorType"] = "ThrottlingException"
+            await conn.send(stream_id, status, "application/json", orjson.dumps(error), extra=extra)
+            return
+        wire = fp._wire((orjson.dumps(fp.final_response(fmt, name)),), encoding)
+        extra.update(wire.headers)
+        await conn.send(stream_id, 200, "application/json", b"".join(wire.pieces), extra=extra)
+
+    async def _stream(
+        self,
+        conn: _Connection,
+        stream_id: int,
+        fmt: str,
+        name: str,
+        gemini_sse: bool,
+        delay: float,
+        encoding: str | None,
+        received_credentials: str,
+    ) -> None:
+        script = fp._SCRIPTS[name]
+        wire = fp._wire(fp.events(fmt, name, gemini_sse=gemini_sse), encoding)
+        content_type = (
+            "application/json" if fmt == "gemini" and not gemini_sse else fp._SPECS[fmt].content_type
+        )
+        headers = {
+            "Content-Type": content_type,
+            "Cache-Control": "no-cache",
+            # Always the full body's hashes, also for `truncated`, so a client can tell it got less.
+            **wire.headers,
+            "X-Scenario": name,
+            "X-Received-Credentials-SHA256": received_credentials,
+        }
+        if fmt == "bedrock-invoke":
+            headers["X-Amzn-Bedrock-Content-Type"] = "application/json"
+        await conn.send_headers(stream_id, 200, headers)
+
+        cut = script.get("cut_after") is not None
+        gate_after = script.get("gate_after")
+        pieces = wire.pieces[: len(fp.events(fmt, name, gemini_sse=gemini_sse, cut=True))]
+        gate = asyncio.Event() if gate_after else None
+        if gate is not None:
+            self.gates.add(gate)  # before the first frame, so a client that saw it can always release it
+        try:
+            for sent, piece in enumerate(pieces):
+                if sent:
+                    await asyncio.sleep(delay)
+                await conn.send_data(stream_id, piece)  # one event, one DATA frame
+                if gate is not None and sent + 1 == gate_after:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gate.wait(), fp.GATE_TIMEOUT)
+        finally:
+            if gate is not None:
+                self.gates.discard(gate)
+
+        if cut:
+            # HTTP/2's abort of one stream: the body ends without END_STREAM, the connection lives on.
+            await asyncio.sleep(delay)
+            conn.h2.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+            await conn.flush()
+            return
+        await conn.end(stream_id)
+
+
+async def _serve(host: str, port: int, delay: float, context: ssl.SSLContext) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    provider = _Provider(delay)
+    try:
+        server = await asyncio.start_server(provider.handle, host, port, ssl=context)
+    except OSError as exc:
+        print(f"h2_provider: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
+    bound_host, bound_port = server.sockets[0].getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(f"h2_provider listening on https://{shown}:{bound_port}", flush=True)
+
+    await stop.wait()
+    server.close()
+    # Open connections and gated streams would otherwise hold the shutdown open.
+    for task in list(provider.connections):
+        task.cancel()
+    await asyncio.gather(*provider.connections, return_exceptions=True)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(server.wait_closed(), 5)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds between events")
+    args = parser.parse_args(argv)
+    if not 0 <= args.delay <= 60:
+        parser.error("--delay must be between 0 and 60 seconds")
+    with tempfile.TemporaryDirectory(prefix="h2_provider-") as directory:
+        context = _tls_context(*make_certificate(Path(directory)))
+        try:
+            return asyncio.run(_serve(args.host, args.port, args.delay, context))
+        except KeyboardInterrupt:  # only before the loop's own SIGINT handler is in place
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
