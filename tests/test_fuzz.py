@@ -218,3 +218,52 @@ def dumps(value) -> bytes:
 )
 def test_corrupt_compressed_bodies_pass_unchanged(noise, encoding, points):
     through_the_callable("openai-chat", cut(noise, points), encoding)
+
+
+# AWS frames: prelude = total length (4), headers length (4), prelude CRC (4); the message CRC closes it.
+FRAME_FIELDS = {"total_length": 0, "headers_length": 4, "prelude_crc": 8, "message_crc": -4}
+
+
+@FUZZ
+@given(
+    st.sampled_from(["bedrock-converse", "bedrock-invoke"]),
+    st.lists(
+        st.tuples(
+            st.integers(0, 64), st.sampled_from(sorted(FRAME_FIELDS)), st.binary(min_size=4, max_size=4)
+        )
+    ),
+    st.integers(0, 64),
+    st.lists(st.integers(0, 1 << 12), max_size=12),
+)
+def test_aws_frames_with_bad_lengths_crcs_or_a_cut_end(format, corruptions, keep_frames, points):
+    frames = [bytearray(frame) for frame in fake_provider.events(format, "interleaved")]
+    for which, field, value in corruptions:
+        frame = frames[which % len(frames)]
+        at = FRAME_FIELDS[field] % len(frame)
+        frame[at : at + 4] = value  # a length that lies or a CRC that does not match
+    body = b"".join(frames[: 1 + keep_frames % len(frames)])
+    body = body[: len(body) - keep_frames % 7]  # and the last frame cut short, sometimes
+    through_the_callable(format, cut(body, points))
+
+
+# Strings as the wire may carry them: NUL bytes, bytes that are not UTF-8, lone surrogates escaped.
+NASTY_STRINGS = st.sampled_from(
+    [b"\\u0000", b"a\x00b", b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"\\ud800", b"\xf0\x9f\x98", b""]
+)
+
+
+@FUZZ
+@given(
+    st.sampled_from([f for f in FORMATS if not f.startswith("bedrock")]),
+    st.sampled_from(["name", "arguments", "id", "content", "partial_json", "text"]),
+    NASTY_STRINGS,
+    st.integers(1, 3000),
+    st.lists(st.integers(0, 1 << 16), max_size=12),
+)
+def test_nul_bytes_invalid_utf8_and_deep_nesting_in_real_events(format, key, nasty, depth, points):
+    # Every string value of that key in a real stream replaced by the nasty bytes, and one event nested
+    # ``depth`` levels deep (orjson's limit is 1024: deeper is malformed, not a crash).
+    body = fake_provider.body(format, "interleaved")
+    body = body.replace(b'"' + key.encode() + b'":"', b'"' + key.encode() + b'":"' + nasty)
+    deep = b'data: {"choices":' + b"[" * depth + b"]" * depth + b"}\n\n"
+    through_the_callable(format, cut(deep + body + deep, points))
