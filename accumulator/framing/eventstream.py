@@ -32,7 +32,7 @@ def _sane(total: int, headers_len: int) -> bool:
     return total >= _MIN_TOTAL and headers_len <= total - _MIN_TOTAL
 
 
-def _parse_headers(msg: bytes, pos: int, end: int) -> dict[str, str] | None:
+def parse_headers(msg: bytes, pos: int, end: int) -> dict[str, str] | None:
     """The string-valued headers (the only ones the dialects read), or None if the block is malformed."""
     headers: dict[str, str] = {}
     try:
@@ -149,7 +149,7 @@ class EventStreamDecoder:
             out.append(_BAD_MESSAGE_CRC)
             return
         payload_start = _PRELUDE_LEN + int.from_bytes(view[4:8], "big")
-        headers = _parse_headers(msg, _PRELUDE_LEN, payload_start)
+        headers = parse_headers(msg, _PRELUDE_LEN, payload_start)
         if headers is None:
             out.append(_BAD_HEADERS)
             return

@@ -1,0 +1,197 @@
+"""Reordering the tool calls of a run: one reorderer per policy (``interleave``, ``serialize``), told by a
+small per-format classifier what each event is. A run is the span of consecutive tool calls; a boundary
+(a finish, a text block, the end) ends it, and everything held is released, in a valid order, before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# What an event is to a reorderer.
+PASS = 0  # passes in place, even inside a run (a comment, a ping, a text chunk between fragments)
+BOUNDARY = 1  # ends the run: everything held goes out before it
+START = 2  # opens a call (its key names it)
+FRAGMENT = 3  # continues a call
+END = 4  # closes a call (Anthropic content_block_stop, Responses output_item.done, ...)
+FINAL = 5  # a fragment that also ends the run (a Chat Completions chunk carrying finish_reason)
+
+Classify = Callable[[object], tuple[int, object]]
+SplitFinal = Callable[[object], tuple[object, object] | None]
+
+
+class Reorderer:
+    """The bookkeeping both policies share: the run's held units by call, in order of first appearance,
+    what arrived and what left (to count the calls whose fragments moved), the held totals."""
+
+    name = ""
+
+    def __init__(self, classify: Classify, split_final: SplitFinal | None = None) -> None:
+        self._classify = classify
+        self._split_final = split_final
+        self.holding = True  # False while a hold cap flushes the pipeline: nothing is held then
+        self.held_events = 0
+        self.held_bytes = 0
+        self.calls_reordered = 0
+        self._groups: dict = {}  # call key -> its held units, in order of first appearance
+        self._arrived: list = []  # (key, unit) of this run, in arrival order
+        self._emitted: list = []  # units of this run already sent, in order
+
+    def push(self, unit) -> list:
+        role, key = self._classify(unit)
+        if role == PASS:
+            return [unit]
+        if role == BOUNDARY:
+            return [*self._end_run(), unit]
+        if not self.holding:
+            return [unit]
+        if role == FINAL:
+            if self.held_events > len(self._groups.get(key, ())) and self._split_final is not None:
+                # Other calls are held: their fragments must go out before the finish this unit carries.
+                halves = self._split_final(unit)
+                if halves is not None:
+                    fragment, rest = halves
+                    return [*self._add(fragment, FRAGMENT, key), *self._end_run(), rest]
+            return [*self._add(unit, FRAGMENT, key), *self._end_run()]
+        return self._add(unit, role, key)
+
+    def flush(self) -> list:
+        """End of stream: the run ends."""
+        return self._end_run()
+
+    def drain(self) -> list:
+        """The hold cap was exceeded: everything held, in arrival order; the run starts afresh."""
+        held = {id(unit) for group in self._groups.values() for unit in group}
+        released = [unit for _, unit in self._arrived if id(unit) in held]
+        self._settle(released)
+        return released
+
+    # -- what the policies implement ---------------------------------------------------------------------
+
+    def _add(self, unit, role: int, key) -> list:
+        raise NotImplementedError
+
+    def _release(self) -> list:
+        """Everything held, in the policy's order, at the end of a run."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------------------
+
+    def _hold(self, unit, key) -> None:
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = []
+        group.append(unit)
+        self.held_events += 1
+        self.held_bytes += unit.size
+
+    def _end_run(self) -> list:
+        if not self._arrived:
+            return []
+        released = self._release() if self.held_events else []
+        self._settle(released)
+        return released
+
+    def _settle(self, released: list) -> None:
+        """Count the calls whose units left in another order than they came, then forget the run."""
+        order = self._emitted + released
+        moved = set()
+        for (key, unit), sent in zip(self._arrived, order, strict=False):
+            if sent is not unit:
+                moved.add(key)
+        self.calls_reordered += len(moved)
+        self._groups = {}
+        self._arrived = []
+        self._emitted = []
+        self.held_events = 0
+        self.held_bytes = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        pass
+
+
+class Interleaver(Reorderer):
+    """Holds the run's units per call; at the run's end sends them round-robin: the first unit of every
+    call (in order of first appearance), then the second of each, and so on. Each call keeps its order."""
+
+    name = "interleave"
+
+    def _add(self, unit, role: int, key) -> list:
+        self._arrived.append((key, unit))
+        self._hold(unit, key)
+        return []
+
+    def _release(self) -> list:
+        out = []
+        active = [iter(group) for group in self._groups.values()]
+        while active:
+            still = []
+            for units in active:
+                unit = next(units, None)
+                if unit is not None:
+                    out.append(unit)
+                    still.append(units)
+            active = still
+        return out
+
+
+class Serializer(Reorderer):
+    """Sends each call's units contiguously, calls in order of first appearance. The earliest unfinished
+    call of the run streams live; a later call's units wait until every earlier call has ended (its END
+    unit, where the format has one) or the run ends, and then leave together."""
+
+    name = "serialize"
+
+    def __init__(self, classify: Classify, split_final: SplitFinal | None = None) -> None:
+        super().__init__(classify, split_final)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._position: dict = {}  # call key -> its place in the run's order of first appearance
+        self._order: list = []
+        self._live = 0  # the place of the call that streams live
+        self._ended: set = set()  # keys of held calls whose END is held too
+
+    def _add(self, unit, role: int, key) -> list:
+        self._arrived.append((key, unit))
+        place = self._position.get(key)
+        if place is None:
+            place = self._position[key] = len(self._order)
+            self._order.append(key)
+        if place < self._live:
+            # A call that already ended and left: nothing to keep contiguous with any more.
+            self._emitted.append(unit)
+            return [unit]
+        if place > self._live:
+            self._hold(unit, key)
+            if role == END:
+                self._ended.add(key)
+            return []
+        out = [unit]
+        if role == END:
+            out += self._advance()
+        self._emitted += out
+        return out
+
+    def _advance(self) -> list:
+        """The live call ended: the held calls that follow go out, up to the first one still open."""
+        out = []
+        order = self._order
+        while True:
+            self._live += 1
+            if self._live >= len(order):
+                return out
+            key = order[self._live]
+            group = self._groups.pop(key, [])
+            for unit in group:
+                self.held_events -= 1
+                self.held_bytes -= unit.size
+            out += group
+            if key not in self._ended:
+                return out
+
+    def _release(self) -> list:
+        out = []
+        for key in self._order[self._live :]:
+            out += self._groups.get(key, ())
+        return out
