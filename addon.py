@@ -36,9 +36,12 @@ from accumulator import (
     sniff_format,
 )
 from accumulator.assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS
+from accumulator.decoding import supported as encoding_supported
 from accumulator.detect import SNIFF_BYTES, STREAM_CONTENT_TYPES, path_format, sniff_message
 from accumulator.echo import DEFAULT_INDEX_SIZE, ObservedCalls
 from accumulator.report import format_view, summary_line
+from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
+from accumulator.rewrite import supported as rewrites_for
 from accumulator.stream import DEFAULT_MAX_DECODED_BYTES
 
 logger = logging.getLogger("toolcall_lens")
@@ -130,6 +133,79 @@ class StreamWatch:
         return self.accumulator.format or self.format or "unknown"
 
 
+class RewriteWatch:
+    """The stream callable of a flow whose stream is rewritten (``toolcall_lens_inject`` / ``_repair``).
+
+    The upstream's bytes feed ``upstream`` (what the provider sent) and the rewriter; the rewriter's
+    pieces go to ``client``, a StreamWatch (what the client gets: its body kept, its analysis the flow's
+    result), and to the client. Never raises: if rewriting fails, the bytes pass as they came.
+    """
+
+    __slots__ = ("client", "failure", "inner", "rewriter", "upstream")
+
+    def __init__(self, upstream: StreamAccumulator, rewriter: StreamRewriter, client: StreamWatch) -> None:
+        self.upstream = upstream
+        self.rewriter = rewriter
+        self.client = client
+        # A stream callable another addon set before us sees the upstream's bytes, as it would without us.
+        self.inner, client.inner = client.inner, None
+        self.failure: str | None = None
+
+    @property
+    def accumulator(self) -> StreamAccumulator:
+        return self.client.accumulator
+
+    @property
+    def body_cap(self) -> int:
+        return self.client.body_cap
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        if self.inner is not None:
+            chunk = self.inner(chunk)
+        if self.failure is not None:
+            return [chunk] if chunk else []
+        try:
+            if chunk:
+                self.upstream.feed(chunk, time.time())
+                pieces = self.rewriter.feed(chunk)
+            else:  # the normal end: whatever is still held goes now
+                pieces = self.rewriter.finish()
+            for piece in pieces:
+                self.client(piece)
+            return pieces  # never an empty piece: to mitmproxy an empty chunk ends a chunked body
+        except Exception as exc:  # noqa: BLE001 - the bytes must reach the client whatever happened
+            self.failure = _describe(exc)
+            return [chunk] if chunk else []
+
+    def finish(self) -> tuple[dict | None, bytes]:
+        """The client's result, with what was rewritten and how the upstream's stream compares. Never raises."""
+        result, body = self.client.finish()
+        try:
+            upstream = self.upstream.finish(time.time())
+            report = self.rewriter.report()
+            if self.failure is not None:
+                report["failure"] = self.failure
+            if result is not None and upstream is not None:
+                report["upstream"] = {
+                    "calls_same": _calls(upstream) == _calls(result),
+                    "complete": upstream["complete"],
+                    "warnings": list(dict.fromkeys(w["code"] for w in upstream["warnings"])),
+                    "compatibility": {name: v["verdict"] for name, v in upstream["compatibility"].items()},
+                }
+            if result is not None:
+                result["rewrite"] = report
+        except Exception as exc:  # noqa: BLE001
+            if result is not None:
+                result["rewrite"] = {"failure": _describe(exc)}
+        return result, body
+
+
+def _calls(result: dict) -> list:
+    return [
+        [(c["id"], c["name"], c["arguments"]) for c in choice["tool_calls"]] for choice in result["choices"]
+    ]
+
+
 class ToolcallLens:
     def __init__(self) -> None:
         self.watches: dict[str, StreamWatch] = {}  # flow id -> its stream callable, until the flow ends
@@ -174,6 +250,19 @@ class ToolcallLens:
             int,
             DEFAULT_MAX_ARGUMENT_CHARS,
             "Argument characters kept per tool call; the rest is not kept and the call is marked truncated.",
+        )
+        loader.add_option(
+            "toolcall_lens_inject",
+            Sequence[str],
+            [],
+            f"Hostile shapes sent to clients on purpose, a test bench: any of {', '.join(INJECTIONS)}. "
+            "LLM streams only; off by default.",
+        )
+        loader.add_option(
+            "toolcall_lens_repair",
+            Sequence[str],
+            [],
+            f"Streams made safe for fragile clients: any of {', '.join(REPAIRS)}. LLM streams only; off by default.",
         )
         loader.add_option(
             "toolcall_lens_hosts",
@@ -245,6 +334,11 @@ class ToolcallLens:
                 raise exceptions.OptionsError(
                     f"toolcall_lens_strategies: unknown {unknown}; known: {', '.join(STRATEGIES)}"
                 )
+        for name, known in (("toolcall_lens_inject", INJECTIONS), ("toolcall_lens_repair", REPAIRS)):
+            if name in updated:
+                unknown = [value for value in getattr(ctx.options, name) if value not in known]
+                if unknown:
+                    raise exceptions.OptionsError(f"{name}: unknown {unknown}; known: {', '.join(known)}")
         if "toolcall_lens_hosts" in updated:
             for pattern in ctx.options.toolcall_lens_hosts:
                 if not pattern or any(c.isspace() for c in pattern):
@@ -293,8 +387,58 @@ class ToolcallLens:
         rate = ctx.options.toolcall_lens_live_updates
         progress = (lambda w: self._progress(flow, w)) if rate else None
         watch = StreamWatch(accumulator, format, body_cap, inner, progress, 1.0 / rate if rate else 0.0)
+        rewriting = self._rewriter(flow, format)
+        if rewriting is not None:
+            watch = self._rewrite_watch(flow, format, watch, rewriting)
         self.watches[flow.id] = watch
         flow.response.stream = watch
+
+    @staticmethod
+    def _rewriter(flow: http.HTTPFlow, format: str | None) -> StreamRewriter | None:
+        """The rewriter the options ask for on this stream, or None (none asked, or none applies)."""
+        inject, repair = ctx.options.toolcall_lens_inject, ctx.options.toolcall_lens_repair
+        if not (inject or repair) or format is None:
+            return None  # a stream recognised only from its bytes is watched, never rewritten
+        if not rewrites_for(format) & {*inject, *repair}:
+            return None
+        encoding = flow.response.headers.get("content-encoding", "")
+        if encoding.strip() and not encoding_supported(encoding):
+            logger.info(
+                "toolcall-lens: not rewriting %s: unsupported Content-Encoding %r", flow.request.url, encoding
+            )
+            return None
+        return StreamRewriter(format, inject=inject, repair=repair, encoding=encoding or None)
+
+    @staticmethod
+    def _rewrite_watch(
+        flow: http.HTTPFlow, format: str, watch: StreamWatch, rewriter: StreamRewriter
+    ) -> RewriteWatch:
+        """Wire a rewritten stream: the client's analysis sees the output; headers fit the new body."""
+        headers = flow.response.headers
+        upstream = watch.accumulator
+        client = StreamAccumulator(
+            format,
+            request=flow.request.get_content(strict=False),
+            strategies=tuple(ctx.options.toolcall_lens_strategies),
+            max_event_bytes=ctx.options.toolcall_lens_event_cap,
+            max_decoded_bytes=ctx.options.toolcall_lens_decoded_cap,
+            max_calls=ctx.options.toolcall_lens_max_calls,
+            max_argument_chars=ctx.options.toolcall_lens_argument_cap,
+            encoding=None if rewriter.decodes else headers.get("content-encoding"),
+            started_at=flow.request.timestamp_end or flow.request.timestamp_start,
+            stall_seconds=ctx.options.toolcall_lens_stall_seconds or None,
+        )
+        watch.accumulator = client
+        if rewriter.decodes:
+            headers.pop("content-encoding", None)  # the rewritten body goes out decoded
+        if "content-length" in headers:
+            # The body's length changes; an HTTP/1 client then reads it in chunks.
+            del headers["content-length"]
+            if flow.request.http_version.startswith("HTTP/1") and "chunked" not in headers.get(
+                "transfer-encoding", ""
+            ):
+                headers["transfer-encoding"] = "chunked"
+        return RewriteWatch(upstream, rewriter, watch)
 
     def response(self, flow: http.HTTPFlow) -> None:
         watch = self.watches.pop(flow.id, None)

@@ -110,6 +110,10 @@ def summary_line(result: dict) -> str:
             parts.append(f"{severity}: {', '.join(codes)}")
     if not result["complete"]:
         parts.append("incomplete")
+    rewrite = result.get("rewrite")
+    if rewrite:
+        done = [*rewrite.get("inject", ()), *rewrite.get("repair", ())]
+        parts.append(f"rewritten: {', '.join(done) or 'nothing applied'}")
     return " | ".join(parts)
 
 
@@ -117,6 +121,21 @@ def format_view(result: dict) -> str:
     """The full picture of one response, for mitmproxy's content view: the report, then for every
     strategy that breaks, its calls beside the ones the stream really carried."""
     lines = [format_report(result)]
+    rewrite = result.get("rewrite")
+    if rewrite:
+        lines.append("")
+        lines.append(
+            f"rewritten by the proxy: injected {', '.join(rewrite.get('inject', ())) or '-'}, "
+            f"repaired {', '.join(rewrite.get('repair', ())) or '-'}"
+            + "".join(f"; skipped {s['name']}: {s['reason']}" for s in rewrite.get("skipped", ()))
+        )
+        upstream = rewrite.get("upstream")
+        if upstream:
+            lines.append(
+                "the upstream sent: "
+                + ("the same calls" if upstream["calls_same"] else "DIFFERENT calls")
+                + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
+            )
     for name, verdict in (result.get("compatibility") or {}).items():
         if verdict["verdict"] != "breaks":
             continue

@@ -424,6 +424,26 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "longest_gap_after_event": {"type": ["integer", "null"]},
             },
         },
+        "rewrite": {
+            "type": "object",
+            "description": "the addon rewrote this stream (toolcall_lens_inject / _repair): what it did, and the "
+            "upstream's own stream compared (the result above is what the client got)",
+            "required": ["inject", "repair", "skipped"],
+            "properties": {
+                "inject": {"type": "array", "items": {"type": "string"}},
+                "repair": {"type": "array", "items": {"type": "string"}},
+                "skipped": {"type": "array"},
+                "upstream": {
+                    "type": "object",
+                    "properties": {
+                        "calls_same": {"type": "boolean"},
+                        "complete": {"type": "boolean"},
+                        "warnings": {"type": "array", "items": {"type": "string"}},
+                        "compatibility": {"type": "object"},
+                    },
+                },
+            },
+        },
         "source": {
             "type": "object",
             "description": "where the CLI read it: file, and for a flow of a mitmproxy dump flow_id and url",

@@ -1,0 +1,159 @@
+"""The addon's side of rewriting (toolcall_lens_inject / _repair), with mitmproxy's taddons and tflow: off
+by default, LLM streams only, the headers fitted to the new body, the flow's result being what the client
+got with the upstream's stream compared."""
+
+from __future__ import annotations
+
+import gzip
+
+import fake_provider
+import pytest
+from mitmproxy import exceptions
+from mitmproxy.test import taddons, tflow
+
+import addon as addon_module
+from accumulator import analyze
+from accumulator.rewrite import StreamRewriter
+
+
+def stream_flow(fmt: str = "openai-chat", scenario: str = "sequential", **headers):
+    flow = tflow.tflow(resp=True)
+    flow.request.path = fake_provider.path(fmt, scenario)
+    flow.request.content = fake_provider.request_body(fmt, scenario)
+    flow.response.headers["content-type"] = fake_provider._SPECS[fmt].content_type
+    for name, value in headers.items():
+        flow.response.headers[name.replace("_", "-")] = value
+    return flow
+
+
+def run(lens, flow, body: bytes, size: int = 37) -> list[bytes]:
+    """Feed ``body`` through the flow's callable in ``size``-byte chunks, then the end; what went out."""
+    lens.responseheaders(flow)
+    out: list[bytes] = []
+    for start in range(0, len(body), size):
+        got = flow.response.stream(body[start : start + size])
+        out += [got] if isinstance(got, bytes) else got
+    got = flow.response.stream(b"")
+    out += [got] if isinstance(got, bytes) else got
+    lens.response(flow)
+    return [piece for piece in out if piece]
+
+
+def test_off_by_default_the_stream_is_only_watched():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens):
+        flow = stream_flow()
+        out = run(lens, flow, body)
+    assert isinstance(flow.response.stream, addon_module.StreamWatch)
+    assert b"".join(out) == body
+    assert "rewrite" not in flow.metadata["toolcall_lens"]
+
+
+@pytest.mark.parametrize("option", ["toolcall_lens_inject", "toolcall_lens_repair"])
+def test_unknown_transformations_are_refused(option):
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx, pytest.raises(exceptions.OptionsError, match=option):
+        tctx.configure(lens, **{option: ["shuffle"]})
+
+
+def test_interleave_sends_the_rewriter_output_and_the_flow_tells_both_sides():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = stream_flow()
+        out = run(lens, flow, body)
+    rewriter = StreamRewriter("openai-chat", inject=["interleave"])
+    expected = b"".join([*rewriter.feed(body), *rewriter.finish()])
+    assert b"".join(out) == expected != body
+    result = flow.metadata["toolcall_lens"]
+    # The result is the client's stream: interleaved, so recency breaks; the upstream's was sequential.
+    assert result["compatibility"]["recency"]["verdict"] == "breaks"
+    rewrite = result["rewrite"]
+    assert rewrite["inject"] == ["interleave"] and rewrite["repair"] == []
+    assert rewrite["upstream"]["calls_same"] is True
+    assert rewrite["upstream"]["compatibility"]["recency"] == "ok"
+    assert "rewritten: interleave" in flow.comment
+    assert flow.response.raw_content == expected  # the body kept is the one the client got
+
+
+def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"], toolcall_lens_repair=["serialize"])
+        flow = stream_flow()
+        run(lens, flow, fake_provider.body("openai-chat", "sequential"))
+    result = flow.metadata["toolcall_lens"]
+    assert result["compatibility"]["recency"]["verdict"] == "ok"
+    assert result["rewrite"]["repair"] == ["serialize"]
+
+
+def test_a_compressed_stream_goes_out_decoded_and_its_headers_fit():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["split-names"])
+        flow = stream_flow(content_encoding="gzip", content_length=str(len(gzip.compress(body))))
+        flow.request.http_version = "HTTP/1.1"
+        out = run(lens, flow, gzip.compress(body), size=64)
+    headers = flow.response.headers
+    assert "content-encoding" not in headers and "content-length" not in headers
+    assert headers["transfer-encoding"] == "chunked"
+    client = analyze(b"".join(out), "openai-chat")
+    assert [(c["id"], c["name"], c["arguments"]) for c in client["choices"][0]["tool_calls"]] == [
+        (c["id"], c["name"], c["arguments"]) for c in fake_provider.expected_calls("sequential")
+    ]
+    result = flow.metadata["toolcall_lens"]
+    assert result["rewrite"]["decoded"] == "gzip" and "name-split" in [w["code"] for w in result["warnings"]]
+
+
+def test_streams_it_cannot_rewrite_are_only_watched():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave", "split-names"])
+        # Gemini sends whole calls: nothing to interleave or split.
+        gemini = stream_flow("gemini")
+        lens.responseheaders(gemini)
+        # An encoding the core cannot decode: the body could not be rewritten without breaking it.
+        odd = stream_flow(content_encoding="compress")
+        lens.responseheaders(odd)
+    assert isinstance(gemini.response.stream, addon_module.StreamWatch)
+    assert isinstance(odd.response.stream, addon_module.StreamWatch)
+    assert odd.response.headers["content-encoding"] == "compress"
+
+
+def test_rechunk_sends_many_writes_that_join_to_the_same_bytes():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("anthropic-messages", "unicode")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["rechunk"])
+        flow = stream_flow("anthropic-messages", "unicode")
+        out = run(lens, flow, body, size=len(body))  # one chunk in ...
+    assert b"".join(out) == body and len(out) > 50  # ... many writes out
+    assert flow.metadata["toolcall_lens"]["rewrite"]["upstream"]["calls_same"] is True
+
+
+def test_a_failing_rewriter_lets_the_bytes_through():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = stream_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+
+        class Broken:
+            def feed(self, data):
+                raise RuntimeError("boom")
+
+            finish = feed
+
+            def report(self):
+                return {"inject": [], "repair": [], "skipped": []}
+
+        watch.rewriter = Broken()
+        assert watch(body) == [body]
+        assert watch(b"") == []
+        lens.response(flow)
+    assert "RuntimeError: boom" in flow.metadata["toolcall_lens"]["rewrite"]["failure"]
