@@ -5,7 +5,7 @@ Anthropic Messages `…/messages`, Cohere v2 `/v2/chat`, Ollama `/api/chat` (sce
 Gemini `…/models/{scenario}:streamGenerateContent[?alt=sse]` and `:generateContent`; Bedrock
 `/model/{scenario}/converse-stream`, `/converse`, `/invoke-with-response-stream`, `/invoke`.
 Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd),
-X-Fake-Chunking: hostile (each event also cut at hostile points, `accumulator.boundaries`, one write per
+X-Fake-Framing: length (a Content-Length body instead of chunks), X-Fake-Chunking: hostile (each event also cut at hostile points, `accumulator.boundaries`, one write per
 piece), X-Fake-Fault (see FAULTS) with X-Fake-Size and X-Fake-Drip-Bytes.
 
 .venv/bin/python scripts/fake_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]
@@ -1256,6 +1256,7 @@ class _Fault(NamedTuple):
     size: int
     drip_bytes: int | None
     hostile: bool
+    length: bool = False  # X-Fake-Framing: length: a Content-Length body, not chunked
 
 
 _NO_FAULT = _Fault(None, 0, None, False)
@@ -1283,9 +1284,11 @@ def _fault(request: _Request, fmt: str, encoding: str | None) -> _Fault:
     chunking = headers.get("x-fake-chunking", "").strip().lower()
     if chunking not in ("", "hostile"):
         raise _Refused(400, "X-Fake-Chunking must be hostile")
-    return _Fault(
-        name, numbers["x-fake-size"] or default_size, numbers["x-fake-drip-bytes"], chunking == "hostile"
-    )
+    framing = headers.get("x-fake-framing", "").strip().lower()
+    if framing not in ("", "length", "chunked"):
+        raise _Refused(400, "X-Fake-Framing must be length or chunked")
+    size = numbers["x-fake-size"] or default_size
+    return _Fault(name, size, numbers["x-fake-drip-bytes"], chunking == "hostile", framing == "length")
 
 
 def _options(request: _Request, delay: float) -> tuple[float, str | None]:
@@ -1437,10 +1440,13 @@ class _Provider:
         }
         if fmt == "bedrock-invoke":
             headers["X-Amzn-Bedrock-Content-Type"] = "application/json"
+        cut = script.get("cut_after") is not None
+        if fault.length and not cut:
+            del headers["Transfer-Encoding"]
+            headers["Content-Length"] = str(sum(map(len, wire.pieces)))
         writer.write(_head(200, headers, keep))
         await writer.drain()
 
-        cut = script.get("cut_after") is not None
         gate_after = script.get("gate_after")
         pieces = wire.pieces[: len(events(fmt, name, gemini_sse=gemini_sse, cut=True))]
         gate = asyncio.Event() if gate_after else None
@@ -1460,7 +1466,7 @@ class _Provider:
                 if sent:
                     await asyncio.sleep(delay)
                 # One event, one chunk, one write, drained: the pacing a real provider's stream has.
-                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                writer.write(piece if fault.length else b"%x\r\n%s\r\n" % (len(piece), piece))
                 await writer.drain()
                 if gate is not None and sent + 1 == gate_after:
                     with contextlib.suppress(TimeoutError):
@@ -1473,8 +1479,9 @@ class _Provider:
             # Dropping the connection without the zero-length chunk leaves the client an incomplete body.
             await asyncio.sleep(delay)
             return False
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
+        if not fault.length:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
         return keep
 
     async def _faulty(

@@ -418,3 +418,39 @@ def test_without_ssl_insecure_the_self_signed_upstream_is_refused_and_the_proxy_
     assert served.response.http_version == "HTTP/1.1" and served.response.raw_content == received
     assert result["complete"] is True and calls(result) == fp.expected_calls("interleaved")
     assert serious(result) == HAZARDS["interleaved"]
+
+
+def test_rewritten_streams_over_http2_stay_valid(upstream, tmp_path):
+    # Injection over HTTP/2 on both sides, from a gzip upstream: the body goes out decoded in new DATA
+    # frames, its Content-Encoding dropped, and the SDK rebuilds the same calls.
+    proxy = run_proxy(
+        tmp_path,
+        "ssl_insecure=true",
+        "toolcall_lens_inject=interleave",
+        "toolcall_lens_inject=split-names",
+        "toolcall_lens_inject=rechunk",
+    )
+    try:
+        client = openai.OpenAI(
+            base_url=f"https://127.0.0.1:{upstream}/v1",
+            api_key="sk-test",
+            max_retries=0,
+            http_client=proxy.client(),
+            default_headers={"X-Fake-Encoding": "gzip"},
+        )
+        with client.chat.completions.stream(model="sequential", messages=MESSAGES) as stream:
+            final = stream.get_final_completion()
+        client.close()
+        sdk = [
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+            for c in final.choices[0].message.tool_calls
+        ]
+        assert sdk == fp.expected_calls("sequential")
+        (flow,) = proxy.flows()
+    finally:
+        proxy.process.stop()
+    assert flow.response.http_version == "HTTP/2.0" and "content-encoding" not in flow.response.headers
+    result = result_of(flow)
+    assert result["rewrite"]["inject"] == ["interleave", "split-names", "rechunk"]
+    assert result["rewrite"]["decoded"] == "gzip" and result["rewrite"]["upstream"]["calls_same"]
+    assert result["compatibility"]["recency"]["verdict"] == "breaks"  # what the client got was hostile
