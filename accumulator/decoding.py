@@ -310,3 +310,38 @@ class ContentDecoder:
         self.exceeded = True
         self._done = True
         self._stages = []
+
+
+class ContentEncoder:
+    """A Content-Encoding (or a chain of them) applied to a stream as it goes: every ``encode`` ends in a
+    flush, so what it returns decodes at once to all the data given so far; ``finish`` ends the stream."""
+
+    __slots__ = ("_stages",)
+
+    def __init__(self, encoding: str) -> None:
+        if not supported(encoding):
+            raise ValueError(f"unsupported content-encoding {encoding!r}")
+        self._stages = [_compressor(coding) for coding in _codings(encoding)]  # in the order applied
+
+    def encode(self, data: bytes) -> bytes:
+        for compress, _ in self._stages:
+            data = compress(data)
+        return data
+
+    def finish(self) -> bytes:
+        out = b""
+        for compress, finish in self._stages:
+            out = (compress(out) if out else b"") + finish()
+        return out
+
+
+def _compressor(coding: str):
+    """(compress and flush, finish) of one coding."""
+    if coding in ("gzip", "x-gzip", "deflate"):
+        z = zlib.compressobj(wbits=31 if coding != "deflate" else 15)
+        return (lambda data: z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH)), z.flush
+    if coding == "br":
+        b = brotli.Compressor()
+        return (lambda data: b.process(data) + b.flush()), b.finish
+    c = zstd.ZstdCompressor()
+    return (lambda data: c.compress(data, mode=zstd.ZstdCompressor.FLUSH_BLOCK)), c.flush

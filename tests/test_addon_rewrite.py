@@ -89,7 +89,7 @@ def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
     assert result["rewrite"]["repair"] == ["serialize"]
 
 
-def test_a_compressed_stream_goes_out_decoded_and_its_headers_fit():
+def test_a_compressed_stream_goes_out_encoded_again_and_its_headers_fit():
     lens = addon_module.ToolcallLens()
     body = fake_provider.body("openai-chat", "sequential")
     with taddons.context(lens) as tctx:
@@ -98,14 +98,17 @@ def test_a_compressed_stream_goes_out_decoded_and_its_headers_fit():
         flow.request.http_version = "HTTP/1.1"
         out = run(lens, flow, gzip.compress(body), size=64)
     headers = flow.response.headers
-    assert "content-encoding" not in headers and "content-length" not in headers
+    # Encoded again the same way, each write flushed; only the length, which changed, is gone.
+    assert headers["content-encoding"] == "gzip" and "content-length" not in headers
     assert headers["transfer-encoding"] == "chunked"
-    client = analyze(b"".join(out), "openai-chat")
+    client = analyze(gzip.decompress(b"".join(out)), "openai-chat")
     assert [(c["id"], c["name"], c["arguments"]) for c in client["choices"][0]["tool_calls"]] == [
         (c["id"], c["name"], c["arguments"]) for c in fake_provider.expected_calls("sequential")
     ]
     result = flow.metadata["toolcall_lens"]
-    assert result["rewrite"]["decoded"] == "gzip" and "name-split" in [w["code"] for w in result["warnings"]]
+    assert result["rewrite"]["decoded"] == "gzip" and result["rewrite"]["reencoded"]
+    assert "name-split" in [w["code"] for w in result["warnings"]]  # the client's stream, decoded to read it
+    assert flow.response.raw_content == b"".join(out)  # kept as sent: encoded
 
 
 def test_streams_it_cannot_rewrite_are_only_watched():

@@ -22,6 +22,7 @@ from streams import invoke_frames, named_sse
 
 from accumulator import analyze
 from accumulator.boundaries import hostile_cuts
+from accumulator.decoding import ContentDecoder, ContentEncoder
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter, reorder, supported
 from accumulator.rewrite.events import SseSplitter, sse_event
 
@@ -643,7 +644,11 @@ def test_the_output_does_not_depend_on_how_the_input_is_cut(sample, names, point
         if not set(names) & SUPPORT[fmt]:
             assert b"".join(out) == sent and report["decoded"] is None  # nothing to do: not even decoded
             return
-        assert report["decoded"] == "gzip"
+        assert report["decoded"] == "gzip" and report["reencoded"]
+        # Re-encoded piece by piece: each piece decodes to the piece the plain body gives.
+        decoder = zlib.decompressobj(wbits=31)
+        out = [decoder.decompress(piece) for piece in out]
+        out = [piece for piece in out if piece]
     else:
         out, report = rewrite(fmt, body, names, pieces=cut_at(body, points))
     assert b"".join(out) == b"".join(whole)
@@ -827,7 +832,7 @@ def test_an_error_at_any_point_neither_loses_nor_repeats_a_byte(fmt, compressed,
 
         monkeypatch.setattr(reorder.Reorderer, "push", failing)
         sent = gzip.compress(body) if compressed else body
-        options = {"encoding": "gzip"} if compressed else {}
+        options = {"encoding": "gzip", "reencode": False} if compressed else {}
         out, report = rewrite(
             fmt, sent, ["interleave", "serialize"], pieces=cut_at(sent, range(0, len(sent), 97)), **options
         )
@@ -872,11 +877,48 @@ def test_compressed_input_is_sent_decoded_and_rewritten_the_same(fmt, encoding):
     body = fake_provider.body(fmt, "sequential")
     names = sorted(SUPPORT[fmt])
     sent = COMPRESS[encoding](body)
-    out, report = rewrite(fmt, sent, names, pieces=cut_at(sent, range(0, len(sent), 5)), encoding=encoding)
+    pieces = cut_at(sent, range(0, len(sent), 5))
+    out, report = rewrite(fmt, sent, names, pieces=pieces, encoding=encoding, reencode=False)
     assert b"".join(out) == rewritten(fmt, body, names)
-    assert report["decoded"] == encoding
-    assert StreamRewriter(fmt, inject=["rechunk"], encoding=encoding).decodes
+    assert report["decoded"] == encoding and not report["reencoded"]
+    assert StreamRewriter(fmt, inject=["rechunk"], encoding=encoding, reencode=False).decodes
     assert not StreamRewriter(fmt, inject=["rechunk"], encoding="identity").decodes
+
+
+@pytest.mark.parametrize("encoding", [*sorted(COMPRESS), "gzip, br"])
+@pytest.mark.parametrize("fmt", ["openai-chat", "anthropic-messages", "bedrock-converse", "gemini"])
+def test_compressed_input_is_rewritten_and_encoded_again_each_piece_decodable_at_once(fmt, encoding):
+    body = fake_provider.body(fmt, "sequential")
+    names = sorted(SUPPORT[fmt])
+    encoder = ContentEncoder(encoding)
+    sent = b"".join([encoder.encode(body), encoder.finish()])
+    out, report = rewrite(fmt, sent, names, pieces=cut_at(sent, range(0, len(sent), 5)), encoding=encoding)
+    assert report["decoded"] == encoding and report["reencoded"]
+    assert not StreamRewriter(fmt, inject=["rechunk"], encoding=encoding).decodes
+    # The client's decoder gives each piece's rewritten bytes as soon as that piece arrives (every write is
+    # flushed), and the whole decodes to the rewritten body.
+    decoder = ContentDecoder(encoding, 1 << 30)
+    decoded = [decoder.decode(piece) for piece in out]
+    decoder.flush()
+    assert decoder.error is None
+    assert b"".join(decoded) == rewritten(fmt, body, names)
+    assert sum(bool(d) for d in decoded) >= len(out) - 1  # only the encoder's end decodes to nothing
+
+
+def test_a_bomb_is_rewritten_a_mebibyte_at_a_time_and_leaves_small():
+    # 64 MiB of spaces after a few events, gzip: the rewriting stops at the event cap and passes the rest,
+    # encoded again; no piece it returns is large, decoded or not.
+    plain = fake_provider.events("openai-chat", "sequential")
+    sent = b"".join(fake_provider.bomb_pieces(plain, "gzip", 64 * 2**20))
+    rewriter = StreamRewriter("openai-chat", inject=["interleave"], encoding="gzip")
+    largest = total = 0
+    for start in range(0, len(sent), 65536):
+        for piece in rewriter.feed(sent[start : start + 65536]):
+            largest, total = max(largest, len(piece)), total + len(piece)
+    for piece in rewriter.finish():
+        largest, total = max(largest, len(piece)), total + len(piece)
+    assert largest < 2**20 and total < 4 * len(sent), (largest, total, len(sent))
+    assert rewriter.report()["stopped"] is not None
 
 
 def test_when_nothing_applies_the_body_passes_as_it_came_still_encoded():
@@ -902,7 +944,7 @@ def test_a_body_that_stops_decoding_midway_sends_what_decoded_rewritten_then_the
     compressor = zlib.compressobj(wbits=31)
     pieces = [compressor.compress(e) + compressor.flush(zlib.Z_SYNC_FLUSH) for e in events]
     pieces[6] = b"\xff\xff\xff\xff"  # a deflate block of the reserved type: corrupt for sure
-    out, report = rewrite("openai-chat", b"", ["interleave"], pieces=pieces, encoding="gzip")
+    out, report = rewrite("openai-chat", b"", ["interleave"], pieces=pieces, encoding="gzip", reencode=False)
     # Events 0-5 decoded and were rewritten as if the stream ended there (held ones released in a valid
     # order); from the corrupt piece on, the bytes pass as they came.
     prefix = rewritten("openai-chat", b"".join(events[:6]), ["interleave"])

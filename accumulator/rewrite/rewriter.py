@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 
 from ..boundaries import cut, hostile_cuts
-from ..decoding import ContentDecoder
+from ..decoding import ContentDecoder, ContentEncoder
 from ..decoding import supported as encoding_supported
 from ..framing.sse import DEFAULT_MAX_EVENT_BYTES
 from .events import FrameSplitter, SseSplitter, Unit, parse_frame, parse_sse
@@ -20,6 +20,7 @@ from .formats import INJECTIONS, REPAIRS, build_stages, framing, skip_reason
 from .reorder import Reorderer
 
 _REWRITE, _PLAIN, _RAW, _DONE = "rewrite", "plain", "raw", "done"
+_BATCH = 1024 * 1024  # decoded bytes rewritten (and re-encoded) at a time
 _NO_CAP = 1 << 62  # decoded bytes all go to the client: nothing to cap, unlike the analysis
 
 
@@ -44,8 +45,9 @@ class StreamRewriter:
 
     ``inject`` and ``repair`` name transformations from ``INJECTIONS`` and ``REPAIRS``; those that do not
     apply to ``format`` are listed in the report's ``skipped``. With ``encoding`` (the response's
-    Content-Encoding), the input is decoded and the output is identity: ``decodes`` tells whether the
-    caller must drop the header. At most ``max_held_bytes`` of events are held (beyond, everything held
+    Content-Encoding), the input is decoded, rewritten and encoded again the same way (each write flushed, so
+    the client can decode it at once); with ``reencode=False`` the output is identity, and ``decodes`` tells
+    the caller to drop the header. At most ``max_held_bytes`` of events are held (beyond, everything held
     leaves in arrival order); an event larger than ``max_event_bytes`` stops the rewriting (it and the rest
     pass unchanged). Never raises once built.
     """
@@ -59,6 +61,7 @@ class StreamRewriter:
         encoding: str | None = None,
         max_held_bytes: int = 8 * 1024 * 1024,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        reencode: bool = True,
     ) -> None:
         try:
             self._framing = framing(format)
@@ -98,6 +101,8 @@ class StreamRewriter:
         self._stopped: dict | None = None
         self._decoding_error: str | None = None
         self._content: ContentDecoder | None = None
+        self._encoder: ContentEncoder | None = None
+        self._ready: list[bytes] = []  # pieces ready to send: encoded (when re-encoding) or as they are
         self._encoding: str | None = None
         self._bytes_in = self._bytes_out = 0
         self._events_in = self._events_out = 0
@@ -110,14 +115,19 @@ class StreamRewriter:
             if encoding_supported(encoding):
                 self._content = ContentDecoder(encoding, _NO_CAP)
                 self._encoding = encoding
+                if reencode:
+                    self._encoder = ContentEncoder(encoding)
             else:
                 self._mode = _RAW
                 self._stop_note(f"unsupported Content-Encoding {encoding!r}: the body passes as it is")
+        self._reencodes = self._encoder is not None
+        self._encoded_any = False
 
     @property
     def decodes(self) -> bool:
-        """Whether the output is the decoded body (the caller drops Content-Encoding and Content-Length)."""
-        return self._encoding is not None
+        """Whether the output is the decoded body (the caller drops Content-Encoding); the caller drops
+        Content-Length whenever it rewrites."""
+        return self._encoding is not None and not self._reencodes
 
     # -- the public calls --------------------------------------------------------------------------------
 
@@ -147,6 +157,7 @@ class StreamRewriter:
             "repair": list(self._repair),
             "skipped": [dict(entry) for entry in self._skipped],
             "decoded": self._encoding,
+            "reencoded": self._reencodes,
             "events_in": self._events_in,
             "events_out": self._events_out,
             "held_events_max": self._held_events_max,
@@ -169,27 +180,37 @@ class StreamRewriter:
         if mode == _RAW or mode == _DONE:
             self._out.append(data)
             return
-        if self._content is not None:
+        if self._content is None:
+            self._decoded(data)
+            return
+        # Decoded 64 KiB at a time and rewritten (and re-encoded) each MiB: a bomb is never held whole.
+        batch: list[bytes] = []
+        size = 0
+        try:
+            for piece in self._content.decode_pieces(data):
+                batch.append(piece)
+                size += len(piece)
+                if size >= _BATCH:
+                    self._decoded(b"".join(batch))
+                    self._encode_out()
+                    batch, size = [], 0
+            error = self._content.error
+        except Exception as exc:  # noqa: BLE001 - it should not raise; if it does, it failed to decode
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            # What this input decoded to (beyond a full batch) is dropped: the input itself is passed,
+            # from here on raw, after everything decoded before it.
+            self._decoding_error = error
             try:
-                decoded = self._content.decode(data)
-                error = self._content.error
-            except Exception as exc:  # noqa: BLE001 - it should not raise; if it does, it failed to decode
-                decoded, error = b"", f"{type(exc).__name__}: {exc}"
-            if error is not None:
-                # What this input decoded to is dropped: the input itself is passed, from here on raw,
-                # after everything decoded before it.
-                self._decoding_error = error
-                try:
-                    self._stop(f"the body stopped decoding ({error}): the rest passes raw")
-                except Exception as exc:  # noqa: BLE001
-                    self._abandon(exc)
-                self._mode = _RAW
-                self._out.append(data)
-                return
-        else:
-            decoded = data
-        if decoded:
-            self._decoded(decoded)
+                self._stop(f"the body stopped decoding ({error}): the rest passes raw")
+            except Exception as exc:  # noqa: BLE001
+                self._abandon(exc)
+            self._seal()
+            self._mode = _RAW
+            self._out.append(data)
+            return
+        if batch:
+            self._decoded(b"".join(batch))
 
     def _decoded(self, data: bytes) -> None:
         if self._mode == _PLAIN:
@@ -313,9 +334,31 @@ class StreamRewriter:
             self._events_out += len(unit.parts)
         self._out += pieces
 
+    def _encode_out(self) -> None:
+        """Move what is ready from ``_out`` to ``_ready``, encoded (each piece flushed) when re-encoding."""
+        if self._out:
+            encoder = self._encoder
+            if encoder is None:
+                self._ready += self._out
+            else:
+                encoded = [encoder.encode(piece) for piece in self._out if piece]
+                self._ready += encoded
+                self._encoded_any = self._encoded_any or bool(encoded)
+            self._out = []
+
+    def _seal(self) -> None:
+        """End the re-encoded stream: what is ready, then the encoder's end (a gzip trailer, say)."""
+        self._encode_out()
+        if self._encoder is not None and self._encoded_any:  # nothing encoded yet: nothing to end
+            self._ready.append(self._encoder.finish())
+        self._encoder = None
+
     def _pieces(self) -> list[bytes]:
-        out = [piece for piece in self._out if piece]
-        self._out = []
+        self._encode_out()
+        if self._mode == _DONE:
+            self._seal()
+        out = [piece for piece in self._ready if piece]
+        self._ready = []
         self._writes += len(out)
         self._bytes_out += sum(map(len, out))
         return out
