@@ -1,4 +1,5 @@
-"""Content-Encoding, decoded incrementally for analysis only (the client gets the original bytes), capped.
+"""Content-Encoding, decoded incrementally and capped (for the analysis; the client gets the original bytes),
+and encoded again for a stream the proxy was asked to rewrite (``ContentEncoder``).
 
 Every decompressor is asked for a bounded amount of output at a time and fed bounded slices of input, so
 a body of a few KB that inflates to gigabytes costs no more memory than the cap and a small constant.

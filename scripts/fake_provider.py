@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, quote, unquote
 import orjson
 
 from accumulator import boundaries
+from accumulator.decoding import ContentEncoder
 
 # A fixed timestamp and fixed ids keep every body byte-identical, so X-Body-SHA256 is stable across runs.
 CREATED = 1767225600
@@ -1065,20 +1066,8 @@ def request_body(format: str, scenario: str, *, stream: bool = True) -> bytes:
 
 def _compressor(encoding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bytes]]:
     """(compress one event and flush it, finish the stream) of one streaming compressor."""
-    if encoding in ("gzip", "deflate"):
-        z = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
-        return lambda data: z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH), z.flush
-    if encoding == "br":
-        import brotli
-
-        b = brotli.Compressor()
-        return lambda data: b.process(data) + b.flush(), b.finish
-    try:
-        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14
-    except ImportError:
-        from backports import zstd
-    c = zstd.ZstdCompressor()
-    return lambda data: c.compress(data, mode=zstd.ZstdCompressor.FLUSH_BLOCK), c.flush
+    encoder = ContentEncoder(encoding)
+    return encoder.encode, encoder.finish
 
 
 def _sha256(data: bytes) -> str:
