@@ -1521,21 +1521,21 @@ class _Provider:
         return False
 
 
-async def _serve(host: str, port: int, delay: float) -> int:
+async def serve(provider, name: str, scheme: str, host: str, port: int, **server_options) -> int:
+    """Serve ``provider.handle`` until SIGTERM or SIGINT; say where on one line (tests wait for it)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    provider = _Provider(delay)
     try:
-        server = await asyncio.start_server(provider.handle, host, port, limit=MAX_HEAD_BYTES)
+        server = await asyncio.start_server(provider.handle, host, port, **server_options)
     except OSError as exc:
-        print(f"fake_provider: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        print(f"{name}: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 1
     bound_host, bound_port = server.sockets[0].getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    print(f"fake_provider listening on http://{shown}:{bound_port}", flush=True)
+    print(f"{name} listening on {scheme}://{shown}:{bound_port}", flush=True)
 
     await stop.wait()
     server.close()
@@ -1548,16 +1548,25 @@ async def _serve(host: str, port: int, delay: float) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(argv: list[str] | None, description: str) -> argparse.Namespace:
+    """--host, --port and --delay, as both providers take them."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds between event writes")
     args = parser.parse_args(argv)
     if not 0 <= args.delay <= 60:
         parser.error("--delay must be between 0 and 60 seconds")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv, __doc__.splitlines()[0])
+    provider = _Provider(args.delay)
     try:
-        return asyncio.run(_serve(args.host, args.port, args.delay))
+        return asyncio.run(
+            serve(provider, "fake_provider", "http", args.host, args.port, limit=MAX_HEAD_BYTES)
+        )
     except KeyboardInterrupt:  # only before the loop's own SIGINT handler is in place
         return 0
 

@@ -13,12 +13,10 @@ GET /release lets `gated` streams go on.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import datetime
 import ipaddress
-import signal
 import ssl
 import sys
 import tempfile
@@ -370,45 +368,13 @@ class _Provider:
         await conn.end(stream_id)
 
 
-async def _serve(host: str, port: int, delay: float, context: ssl.SSLContext) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
-    provider = _Provider(delay)
-    try:
-        server = await asyncio.start_server(provider.handle, host, port, ssl=context)
-    except OSError as exc:
-        print(f"h2_provider: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
-        return 1
-    bound_host, bound_port = server.sockets[0].getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    print(f"h2_provider listening on https://{shown}:{bound_port}", flush=True)
-
-    await stop.wait()
-    server.close()
-    # Open connections and gated streams would otherwise hold the shutdown open.
-    for task in list(provider.connections):
-        task.cancel()
-    await asyncio.gather(*provider.connections, return_exceptions=True)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(server.wait_closed(), 5)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")
-    parser.add_argument("--delay", type=float, default=0.02, help="seconds between events")
-    args = parser.parse_args(argv)
-    if not 0 <= args.delay <= 60:
-        parser.error("--delay must be between 0 and 60 seconds")
+    args = fp.arguments(argv, __doc__.splitlines()[0])
     with tempfile.TemporaryDirectory(prefix="h2_provider-") as directory:
         context = _tls_context(*make_certificate(Path(directory)))
+        provider = _Provider(args.delay)
         try:
-            return asyncio.run(_serve(args.host, args.port, args.delay, context))
+            return asyncio.run(fp.serve(provider, "h2_provider", "https", args.host, args.port, ssl=context))
         except KeyboardInterrupt:  # only before the loop's own SIGINT handler is in place
             return 0
 
