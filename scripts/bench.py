@@ -1,7 +1,7 @@
 """How fast and how lean toolcall-lens is: the core beside the floor and its peers, the addon inside a real
 mitmdump, and a soak of many flows. Prints text tables; asserts nothing (the targets table says met or not).
 
-    .venv/bin/python scripts/bench.py [core|proxy|soak|all] [--quick] [--repeats N] [--flows N]
+    .venv/bin/python scripts/bench.py [core|proxy|rewrite|soak|all] [--quick] [--repeats N] [--flows N]
 
 core   generated Chat Completions streams (small, medium, large; calls interleaved round-robin), side by side:
        the floor (split lines, orjson.loads each data line), the core with identity routing only, the core
@@ -11,6 +11,8 @@ core   generated Chat Completions streams (small, medium, large; calls interleav
 proxy  mitmdump in reverse mode with addon.py against the same mitmdump with an identity stream callable
        (and, for reference, one doing the floor's work), on loopback, upstream writing one event per write:
        throughput (runs interleaved) and the latency each event picks up on its way to the client.
+rewrite the stream rewriter (toolcall_lens_inject / _repair) on the medium stream fed one event at a time,
+       each injection and repair beside the floor and the core's analysis.
 soak   10,000 flows through one mitmdump with the addon: resident memory every 1,000 flows and the live
        accumulator count at the end.
 all    every table above, then the targets table.
@@ -1145,6 +1147,52 @@ def bench_proxy(args) -> None:
 # -- soak mode -----------------------------------------------------------------------------------------------
 
 
+def bench_rewrite(args) -> None:
+    """The rewriter's cost per event, fed as the addon feeds it (one event per call), beside the floor."""
+    from accumulator.rewrite import StreamRewriter
+
+    calls, size = stream_sizes(args.quick)["medium"]
+    stream = make_stream("medium", calls, size)
+    pieces = stream.events
+    repeats = args.repeats or (2 if args.quick else 7)
+    heading(
+        f"rewrite: {calls} calls x ~{size} B, {len(pieces):,} events, one event per feed (as the addon feeds)"
+    )
+
+    def rewriter(inject=(), repair=()):
+        def run(pieces):
+            r = StreamRewriter("openai-chat", inject=inject, repair=repair)
+            out = [piece for chunk in pieces for piece in r.feed(chunk)]
+            return out + r.finish()
+
+        return run
+
+    contenders = [
+        ("floor: split lines + orjson.loads", run_floor),
+        ("core analysis, every strategy (the addon's watch)", core_runner(tuple(DEFAULT_STRATEGIES))),
+        ("inject interleave", rewriter(["interleave"])),
+        (
+            "inject split-names + repeat-names + collide-index",
+            rewriter(["split-names", "repeat-names", "collide-index"]),
+        ),
+        ("inject rechunk", rewriter(["rechunk"])),
+        ("repair serialize", rewriter(repair=["serialize"])),
+        ("repair reindex", rewriter(repair=["reindex"])),
+        ("inject interleave + repair serialize", rewriter(["interleave"], ["serialize"])),
+    ]
+    rows, floor = [], None
+    for label, fn in contenders:
+        best = min(time_runs(fn, pieces, repeats))
+        floor = floor or best
+        per_event = best / len(pieces) * 1e6
+        rows.append([label, f"{per_event:.2f}", rate(len(pieces) / best), f"{best / floor:.2f}"])
+    print(table(["", "µs/event", "events/s", "x floor"], rows, right={1, 2, 3}))
+    print(
+        "A rewritten flow pays for the rewriter and for two analyses (the upstream's stream and the client's);\n"
+        "rewriting is off by default, and a flow not rewritten pays nothing for it."
+    )
+
+
 def bench_soak(args) -> None:
     from lab import start_fake_provider
 
@@ -1393,7 +1441,7 @@ def print_targets() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "mode", nargs="?", default="core", choices=("core", "proxy", "soak", "all", "_upstream")
+        "mode", nargs="?", default="core", choices=("core", "proxy", "rewrite", "soak", "all", "_upstream")
     )
     parser.add_argument(
         "--quick", action="store_true", help="small everything: a smoke run, figures are noise"
@@ -1415,6 +1463,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_core(args)
     if args.mode in ("proxy", "all"):
         bench_proxy(args)
+    if args.mode in ("rewrite", "all"):
+        bench_rewrite(args)
     if args.mode in ("soak", "all"):
         bench_soak(args)
     print_targets()
