@@ -1,6 +1,6 @@
 """An HTTP/2 upstream end to end, all real: scripts/h2_provider.py (TLS with a self-signed certificate, ALPN
 h2 only) behind a real mitmdump with the addon as a regular proxy (`ssl_insecure`, a per-test confdir whose
-CA the clients trust), spoken to over HTTP/2 by the official openai and anthropic SDKs and raw httpx clients.
+CA the clients trust), spoken to over HTTP/2 by the official openai and anthropic SDKs and raw httpx2 clients (the HTTP client both SDKs are built on).
 The provider itself is first checked with a bare h2 client. Every process binds port 0 and is stopped even
 on failure."""
 
@@ -20,8 +20,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
-import httpx
-import httpx2
+import httpx2 as httpx
 import openai
 import pytest
 from lab import ROOT, Process, proxy_argv, start_proxy
@@ -70,9 +69,9 @@ class Proxy:
     def __init__(self, process: Process, port: int, dump: Path, ca: Path) -> None:
         self.process, self.port, self.dump, self.ca = process, port, dump, ca
 
-    def client(self, httpx_module=httpx) -> httpx.Client:
+    def client(self) -> httpx.Client:
         """An HTTP/2 client that goes through the proxy and trusts its CA (and nothing else)."""
-        return httpx_module.Client(http2=True, proxy=self.url, verify=self.trust(), timeout=SAFETY_TIMEOUT)
+        return httpx.Client(http2=True, proxy=self.url, verify=self.trust(), timeout=SAFETY_TIMEOUT)
 
     def trust(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=self.ca)
@@ -299,8 +298,7 @@ def test_anthropic_sdk_over_http2_through_mitmdump_gets_its_calls(upstream, prox
         base_url=f"https://127.0.0.1:{upstream}",
         api_key="sk-ant-test",
         max_retries=0,
-        # This anthropic SDK is built on httpx2 (httpx's successor) and refuses an httpx.Client.
-        http_client=proxy.client(httpx2),
+        http_client=proxy.client(),
     )
     messages = {}
     for scenario in ("interleaved", "sequential"):
