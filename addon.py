@@ -1,5 +1,7 @@
 """toolcall-lens: watch streamed LLM responses pass through mitmproxy, rebuild every tool call by identity,
-and flag streams that naive accumulators would have got wrong. The traffic is never delayed or changed.
+and flag streams that naive accumulators would have got wrong. The traffic is never delayed or changed,
+unless asked: ``toolcall_lens_inject`` sends clients hostile stream shapes on purpose (a test bench), and
+``toolcall_lens_repair`` makes streams safe for fragile clients.
 
     mitmdump -s addon.py --mode reverse:https://api.openai.com@8081     (then OPENAI_BASE_URL=http://127.0.0.1:8081/v1)
     mitmweb -s addon.py
