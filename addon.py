@@ -409,7 +409,14 @@ class ToolcallLens:
                 "toolcall-lens: not rewriting %s: unsupported Content-Encoding %r", flow.request.url, encoding
             )
             return None
-        return StreamRewriter(format, inject=inject, repair=repair, encoding=encoding or None)
+        return StreamRewriter(
+            format,
+            inject=inject,
+            repair=repair,
+            encoding=encoding or None,
+            max_event_bytes=ctx.options.toolcall_lens_event_cap,
+            max_calls=ctx.options.toolcall_lens_max_calls,
+        )
 
     @staticmethod
     def _rewrite_watch(

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import collections
 import gzip
+import hashlib
 import json
 import os
 import struct
+import tracemalloc
 import zlib
 
 import brotli
@@ -1131,3 +1133,44 @@ def test_an_unfinished_last_event_leaves_last_and_unchanged():
     assert b"".join(out).endswith(cut[cut.rindex(b"data: {") :])
     assert collections.Counter(b"".join(out)) == collections.Counter(cut)
     assert report["events_in"] == report["events_out"]
+
+
+# -- a stream that never ends --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["endless-calls", "endless-arguments"])
+@pytest.mark.parametrize(
+    ("inject", "repair"),
+    [
+        ((), ("serialize",)),
+        (("interleave",), ()),
+        (("split-names", "repeat-names", "collide-index"), ("reindex",)),
+    ],
+)
+def test_a_stream_that_never_ends_holds_bounded_memory(kind, inject, repair):
+    # 16 MB of a never-ending stream, with a 1 MiB hold cap: held units stay under it, past 1,000 calls
+    # the rest passes as it is, and nothing else grows with the stream. Reordering one call, or whole
+    # calls one per event, changes no byte.
+    rewriter = StreamRewriter("openai-chat", inject=inject, repair=repair, max_held_bytes=2**20)
+    sent, out = hashlib.sha256(), hashlib.sha256()
+    tracemalloc.start()
+    try:
+        total = 0
+        for event in fake_provider.endless(kind):
+            sent.update(event)
+            for piece in rewriter.feed(event):
+                out.update(piece)
+            total += len(event)
+            if total > 16 * 2**20:
+                break
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    for piece in rewriter.finish():
+        out.update(piece)
+    assert peak < 12 * 2**20, peak
+    report = rewriter.report()
+    if kind == "endless-calls":
+        assert "more than 1000 tool calls" in report["stopped"]["reason"]
+    if not inject:
+        assert out.hexdigest() == sent.hexdigest()

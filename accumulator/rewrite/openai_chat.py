@@ -33,10 +33,11 @@ class _Choice:
 class CallRouter:
     """Identity routing of tool-call entries, per choice (the rules of ``Assembly._route``)."""
 
-    __slots__ = ("_choices",)
+    __slots__ = ("_choices", "count")
 
     def __init__(self) -> None:
         self._choices: dict[int, _Choice] = {}
+        self.count = 0  # calls routed so far, every choice (the rewriter's calls cap reads it)
 
     def route(self, choice: int, entry: dict) -> tuple[_Call | None, bool]:
         state = self._choices.get(choice)
@@ -61,8 +62,8 @@ class CallRouter:
             return self._new(state, None, index), True
         return None, False
 
-    @staticmethod
-    def _new(state: _Choice, call_id: str | None, index: int | None) -> _Call:
+    def _new(self, state: _Choice, call_id: str | None, index: int | None) -> _Call:
+        self.count += 1
         call = _Call(len(state.calls), call_id, index)
         state.calls.append(call)
         if call_id is not None:
@@ -165,6 +166,10 @@ class CallKeys:
     def __init__(self) -> None:
         self._router = CallRouter()
 
+    @property
+    def calls_seen(self) -> int:
+        return self._router.count
+
     def __call__(self, unit) -> tuple[int, object]:
         key = None
         for obj in unit.objs:  # every entry, whatever the chunk's role: the router must see each call start
@@ -241,6 +246,10 @@ class ChatEdits:
         self._router = CallRouter()
         self.counts = counts
         self.names_split = 0
+
+    @property
+    def calls_seen(self) -> int:
+        return self._router.count
 
     def push(self, unit) -> list:
         if unit.quiet:
@@ -354,6 +363,10 @@ class Reindex:
     def __init__(self, counts: dict) -> None:
         self._router = CallRouter()
         self.counts = counts
+
+    @property
+    def calls_seen(self) -> int:
+        return self._router.count
 
     def push(self, unit) -> list:
         if unit.quiet:

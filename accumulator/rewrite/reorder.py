@@ -21,7 +21,8 @@ SplitFinal = Callable[[object], tuple[object, object] | None]
 
 class Reorderer:
     """The bookkeeping both policies share: the run's held units by call, in order of first appearance,
-    what arrived and what left (to count the calls whose fragments moved), the held totals."""
+    the held totals, and which calls had a unit leave at another place than it came (counted, not kept:
+    a run that never ends holds no more than its held units)."""
 
     name = ""
 
@@ -32,9 +33,12 @@ class Reorderer:
         self.held_events = 0
         self.held_bytes = 0
         self.calls_reordered = 0
+        self.calls_seen = 0  # calls that opened a group or took a place, over every run
         self._groups: dict = {}  # call key -> its held units, in order of first appearance
-        self._arrived: list = []  # (key, unit) of this run, in arrival order
-        self._emitted: list = []  # units of this run already sent, in order
+        self._arrivals = 0  # units of this run that arrived
+        self._sent = 0  # units of this run that left
+        self._places: dict = {}  # id(held unit) -> (its place in arrival order, its key)
+        self._moved: set = set()  # keys of the calls with a unit that left at another place
 
     def push(self, unit) -> list:
         role, key = self._classify(unit)
@@ -60,8 +64,9 @@ class Reorderer:
 
     def drain(self) -> list:
         """The hold cap was exceeded: everything held, in arrival order; the run starts afresh."""
-        held = {id(unit) for group in self._groups.values() for unit in group}
-        released = [unit for _, unit in self._arrived if id(unit) in held]
+        held = [unit for group in self._groups.values() for unit in group]
+        places = self._places
+        released = sorted(held, key=lambda unit: places[id(unit)][0])
         self._settle(released)
         return released
 
@@ -76,6 +81,20 @@ class Reorderer:
 
     # -- shared ------------------------------------------------------------------------------------------
 
+    def _arrive(self, unit, key, held: bool) -> None:
+        """A unit of the run arrived; ``held``: it waits, else it leaves now."""
+        place = self._arrivals
+        self._arrivals += 1
+        if held:
+            self._places[id(unit)] = (place, key)
+        else:
+            self._leave(place, key)
+
+    def _leave(self, place: int, key) -> None:
+        if place != self._sent:
+            self._moved.add(key)
+        self._sent += 1
+
     def _hold(self, unit, key) -> None:
         group = self._groups.get(key)
         if group is None:
@@ -85,23 +104,28 @@ class Reorderer:
         self.held_bytes += unit.size
 
     def _end_run(self) -> list:
-        if not self._arrived:
+        if not self._arrivals:
             return []
         released = self._release() if self.held_events else []
         self._settle(released)
         return released
 
+    def _released(self, units: list) -> list:
+        """Held units leaving now, in this order."""
+        places = self._places
+        for unit in units:
+            place, key = places.pop(id(unit))
+            self._leave(place, key)
+        return units
+
     def _settle(self, released: list) -> None:
         """Count the calls whose units left in another order than they came, then forget the run."""
-        order = self._emitted + released
-        moved = set()
-        for (key, unit), sent in zip(self._arrived, order, strict=False):
-            if sent is not unit:
-                moved.add(key)
-        self.calls_reordered += len(moved)
+        self._released(released)
+        self.calls_reordered += len(self._moved)
         self._groups = {}
-        self._arrived = []
-        self._emitted = []
+        self._arrivals = self._sent = 0
+        self._places = {}
+        self._moved = set()
         self.held_events = 0
         self.held_bytes = 0
         self._reset()
@@ -117,7 +141,9 @@ class Interleaver(Reorderer):
     name = "interleave"
 
     def _add(self, unit, role: int, key) -> list:
-        self._arrived.append((key, unit))
+        if key not in self._groups:
+            self.calls_seen += 1
+        self._arrive(unit, key, held=True)
         self._hold(unit, key)
         return []
 
@@ -153,24 +179,25 @@ class Serializer(Reorderer):
         self._ended: set = set()  # keys of held calls whose END is held too
 
     def _add(self, unit, role: int, key) -> list:
-        self._arrived.append((key, unit))
         place = self._position.get(key)
         if place is None:
             place = self._position[key] = len(self._order)
             self._order.append(key)
+            self.calls_seen += 1
         if place < self._live:
             # A call that already ended and left: nothing to keep contiguous with any more.
-            self._emitted.append(unit)
+            self._arrive(unit, key, held=False)
             return [unit]
         if place > self._live:
+            self._arrive(unit, key, held=True)
             self._hold(unit, key)
             if role == END:
                 self._ended.add(key)
             return []
+        self._arrive(unit, key, held=False)
         out = [unit]
         if role == END:
-            out += self._advance()
-        self._emitted += out
+            out += self._released(self._advance())
         return out
 
     def _advance(self) -> list:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import orjson
 
+from ..assembly import DEFAULT_MAX_CALLS
 from ..boundaries import cut, hostile_cuts
 from ..decoding import ContentDecoder, ContentEncoder
 from ..decoding import supported as encoding_supported
@@ -62,6 +63,7 @@ class StreamRewriter:
         max_held_bytes: int = 8 * 1024 * 1024,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         reencode: bool = True,
+        max_calls: int = DEFAULT_MAX_CALLS,
     ) -> None:
         try:
             self._framing = framing(format)
@@ -74,6 +76,7 @@ class StreamRewriter:
         self.format = format
         self.max_held_bytes = max_held_bytes
         self.max_event_bytes = max_event_bytes
+        self.max_calls = max_calls
         requested = set(inject) | set(repair)
         self._skipped = [
             {"name": name, "reason": skip_reason(format, name)}
@@ -219,6 +222,13 @@ class StreamRewriter:
             self._out += self._cut(data) if self._rechunk else [data]
         else:
             self._events(self._splitter.feed(data))
+            if self._mode == _REWRITE and self._calls_seen() > self.max_calls:
+                # What each call is stays in memory while the stream runs: a stream of new calls that
+                # never ends is passed on as it is after the cap, like an oversized event.
+                self._stop(f"more than {self.max_calls} tool calls: the rest passes as it is")
+
+    def _calls_seen(self) -> int:
+        return max((getattr(stage, "calls_seen", 0) for stage in self._stages), default=0)
 
     def _finish(self) -> None:
         if self._content is not None and self._mode in (_REWRITE, _PLAIN):
