@@ -3,6 +3,9 @@
 A FILE is a raw response body as captured from the wire, or a mitmproxy dump (``mitmdump -w FILE``):
 one result per LLM flow in it. Exit status: 0 when no result has a warning of severity "warning", 1 when
 one has, 2 on a usage or input error (nothing is analysed then).
+
+``--inject``/``--repair`` with ``--output OUT`` rewrite one raw stream as the proxy would (a hostile
+fixture for a client's own tests, or a repaired one), write it to OUT and report on what OUT holds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from .detect import classify_exchange, detect_format, sniff_message
 from .dialects import DIALECTS
 from .echo import ObservedCalls
 from .report import format_report
+from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .stream import StreamAccumulator, analyze_message
 
@@ -36,6 +40,7 @@ class Job:
     request: dict | bytes | None
     encoding: str | None = None  # the Content-Encoding of a stream's body, decoded as the addon does
     echo_request: bytes | None = None  # a dump flow's own request: its echoes are checked, as live
+    rewrite: dict | None = None  # what --inject/--repair did to make this body
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,11 +64,31 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME,...",
         help=f"hazard strategies to replay (default: all: {','.join(STRATEGIES)}; 'none' for none)",
     )
+    parser.add_argument(
+        "--inject",
+        type=_names(INJECTIONS),
+        default=(),
+        metavar="NAME,...",
+        help=f"rewrite the stream with these hostile shapes ({','.join(INJECTIONS)}); needs --output",
+    )
+    parser.add_argument(
+        "--repair",
+        type=_names(REPAIRS),
+        default=(),
+        metavar="NAME,...",
+        help=f"rewrite the stream with these repairs ({','.join(REPAIRS)}); needs --output",
+    )
+    parser.add_argument("--output", metavar="OUT", help="where --inject/--repair write the rewritten stream")
     args = parser.parse_args(argv)
+    rewriting = bool(args.inject or args.repair)
+    if rewriting != bool(args.output):
+        parser.error("--inject/--repair and --output go together")
 
     try:
         request = _read_request(args.request) if args.request else None
         jobs = [job for path in args.files for job in _jobs(path, args.format, request)]
+        if rewriting:
+            jobs = [_rewrite(jobs, args.inject, args.repair, args.output)]
     except InputError as exc:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
@@ -94,6 +119,48 @@ class InputError(Exception):
     pass
 
 
+def _names(known: tuple[str, ...]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(name.strip() for name in text.split(",") if name.strip())
+        unknown = [name for name in names if name not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {unknown}; known: {', '.join(known)}")
+        return names
+
+    return parse
+
+
+def _rewrite(jobs: list[Job], inject: tuple, repair: tuple, output: str) -> Job:
+    """The one raw stream, rewritten as the proxy would and written to ``output``: the job of what it holds."""
+    if len(jobs) != 1 or not jobs[0].streamed or "flow_id" in jobs[0].source:
+        raise InputError("--inject/--repair rewrite one raw streamed body (not a dump, not a JSON response)")
+    job = jobs[0]
+    rewriter = StreamRewriter(job.format, inject=inject, repair=repair, encoding=job.encoding)
+    pieces = [
+        piece
+        for start in range(0, len(job.body), _CHUNK)
+        for piece in rewriter.feed(job.body[start : start + _CHUNK])
+    ]
+    body = b"".join([*pieces, *rewriter.finish()])
+    try:
+        with open(output, "wb") as f:
+            f.write(body)
+    except OSError as exc:
+        raise InputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    report = rewriter.report()
+    source = {"file": output, "rewritten_from": job.source["file"]}
+    return Job(
+        f"{output} (rewritten from {job.title})",
+        source,
+        body,
+        job.format,
+        True,
+        job.request,
+        job.encoding,
+        rewrite=report,
+    )
+
+
 def _strategy_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if names == ("none",):
@@ -117,6 +184,8 @@ def _run(job: Job, strategies: tuple[str, ...]) -> dict | None:
             return None
     else:
         result = analyze_message(job.body, job.format, request=job.request)
+    if job.rewrite is not None:
+        result["rewrite"] = job.rewrite
     return {**result, "source": job.source}
 
 

@@ -74,6 +74,20 @@ def format_report(result: dict, title: str | None = None) -> str:
         lines.append("timing: " + ", ".join(facts))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
+    rewrite = result.get("rewrite")
+    if rewrite:
+        lines.append(
+            f"rewritten: injected {', '.join(rewrite.get('inject', ())) or '-'}, "
+            f"repaired {', '.join(rewrite.get('repair', ())) or '-'}"
+            + "".join(f"; skipped {s['name']}: {s['reason']}" for s in rewrite.get("skipped", ()))
+        )
+        upstream = rewrite.get("upstream")
+        if upstream:
+            lines.append(
+                "the upstream sent: "
+                + ("the same calls" if upstream["calls_same"] else "DIFFERENT calls")
+                + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
+            )
     return "\n".join(lines)
 
 
@@ -121,21 +135,6 @@ def format_view(result: dict) -> str:
     """The full picture of one response, for mitmproxy's content view: the report, then for every
     strategy that breaks, its calls beside the ones the stream really carried."""
     lines = [format_report(result)]
-    rewrite = result.get("rewrite")
-    if rewrite:
-        lines.append("")
-        lines.append(
-            f"rewritten by the proxy: injected {', '.join(rewrite.get('inject', ())) or '-'}, "
-            f"repaired {', '.join(rewrite.get('repair', ())) or '-'}"
-            + "".join(f"; skipped {s['name']}: {s['reason']}" for s in rewrite.get("skipped", ()))
-        )
-        upstream = rewrite.get("upstream")
-        if upstream:
-            lines.append(
-                "the upstream sent: "
-                + ("the same calls" if upstream["calls_same"] else "DIFFERENT calls")
-                + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
-            )
     for name, verdict in (result.get("compatibility") or {}).items():
         if verdict["verdict"] != "breaks":
             continue

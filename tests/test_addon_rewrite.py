@@ -77,7 +77,7 @@ def test_interleave_sends_the_rewriter_output_and_the_flow_tells_both_sides():
     assert rewrite["upstream"]["compatibility"]["recency"] == "ok"
     assert "rewritten: interleave" in flow.comment
     view = format_view(result)  # what mitmweb's toolcall-lens view shows
-    assert "rewritten by the proxy: injected interleave" in view and "the upstream sent: the same calls" in view
+    assert "rewritten: injected interleave" in view and "the upstream sent: the same calls" in view
     assert flow.response.raw_content == expected  # the body kept is the one the client got
 
 

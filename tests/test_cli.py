@@ -214,3 +214,54 @@ def test_non_streamed_json_body(tmp_path, capsys):
     assert result["format"] == "anthropic-messages" and result["streamed"] is False
     (call,) = result["choices"][0]["tool_calls"]
     assert (call["id"], call["index"], call["name"], call["arguments"]) == ("t", 0, "f", "{}")
+
+
+# -- --inject / --repair: fixtures for a client's own tests --------------------------------------------------
+
+
+def test_inject_writes_a_hostile_fixture_and_reports_on_it(tmp_path, capsys):
+    out = tmp_path / "hostile.sse"
+    # The clean stream's two calls come one after the other: interleaved, recency breaks on them.
+    assert main([CLEAN, "--inject", "interleave,split-names", "--output", str(out), "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["source"] == {"file": str(out), "rewritten_from": CLEAN}
+    assert result["rewrite"]["inject"] == ["interleave", "split-names"]
+    assert result["compatibility"]["recency"]["verdict"] == "breaks"
+    assert "name-split" in [w["code"] for w in result["warnings"]]
+    # The file holds what was reported on, and still carries the same calls.
+    assert main([str(out), "--json"]) == 1
+    again = json.loads(capsys.readouterr().out)["results"][0]
+    clean = main([CLEAN, "--json"]) == 0 and json.loads(capsys.readouterr().out)["results"][0]
+    assert [(c["id"], c["name"], c["arguments"]) for c in again["choices"][0]["tool_calls"]] == [
+        (c["id"], c["name"], c["arguments"]) for c in clean["choices"][0]["tool_calls"]
+    ]
+
+
+def test_repair_writes_a_stream_recency_reads_right(tmp_path, capsys):
+    out = tmp_path / "repaired.sse"
+    assert main([PRODUCTION, "--repair", "serialize", "--output", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "rewritten: injected -, repaired serialize" in report and "warnings: none" in report
+    assert main([str(out), "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--inject", "interleave"],  # no --output
+        ["--output", "x.sse"],  # nothing to do
+        ["--inject", "shuffle", "--output", "x.sse"],
+    ],
+)
+def test_rewrite_usage_errors_exit_2(argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main([CLEAN, *argv])
+    assert exc.value.code == 2
+
+
+def test_rewrite_takes_one_raw_stream(tmp_path, capsys):
+    out = tmp_path / "x.sse"
+    assert main([CLEAN, PRODUCTION, "--inject", "interleave", "--output", str(out)]) == 2
+    assert "one raw streamed body" in capsys.readouterr().err
+    assert not out.exists()
