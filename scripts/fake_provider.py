@@ -1295,12 +1295,32 @@ def _options(request: _Request, delay: float) -> tuple[float, str | None]:
     return delay, encoding
 
 
-class _Provider:
+class ProviderState:
+    """What both providers (HTTP/1.1 here, HTTP/2 in h2_provider.py) keep: the pacing, the gated streams
+    waiting for GET /release, the open connections (cancelled at shutdown)."""
+
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.gates: set[asyncio.Event] = set()
         self.connections: set[asyncio.Task] = set()
 
+    def plain_response(self, method: str, path: str) -> tuple[int, str, bytes]:
+        """(status, content type, body) of a request that is no LLM call: /health, /v1/models, /release
+        (which opens every gate still closed and says how many), else 404."""
+        if method == "GET" and path == "/health":
+            return 200, "text/plain", b"ok\n"
+        if method == "GET" and path == "/v1/models":
+            models = {"object": "list", "data": [{"id": name, "object": "model"} for name in SCENARIOS]}
+            return 200, "application/json", orjson.dumps(models)
+        if method == "GET" and path == "/release":
+            waiting = [gate for gate in self.gates if not gate.is_set()]
+            for gate in waiting:
+                gate.set()
+            return 200, "text/plain", f"{len(waiting)}\n".encode()
+        return 404, "text/plain", b"not found\n"
+
+
+class _Provider(ProviderState):
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -1353,18 +1373,9 @@ class _Provider:
                 return await self._send(
                     writer, exc.status, "application/json", _error_json(str(exc)), keep_alive=keep
                 )
-        if method == "GET" and path == "/health":
-            return await self._send(writer, 200, "text/plain", b"ok\n", keep_alive=keep)
-        if method == "GET" and path == "/v1/models":
-            models = {"object": "list", "data": [{"id": name, "object": "model"} for name in SCENARIOS]}
-            return await self._send(writer, 200, "application/json", orjson.dumps(models), keep_alive=keep)
-        if method == "GET" and path == "/release":
-            waiting = [gate for gate in self.gates if not gate.is_set()]
-            for gate in waiting:
-                gate.set()
-            return await self._send(writer, 200, "text/plain", f"{len(waiting)}\n".encode(), keep_alive=keep)
+        status, content_type, body = self.plain_response(method, path)
         return await self._send(
-            writer, 404, "text/plain", b"not found\n", keep_alive=keep, head_only=method == "HEAD"
+            writer, status, content_type, body, keep_alive=keep, head_only=method == "HEAD"
         )
 
     async def _llm(

@@ -237,12 +237,7 @@ class _Connection:
 # -- the provider --------------------------------------------------------------------------------------------
 
 
-class _Provider:
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self.gates: set[asyncio.Event] = set()
-        self.connections: set[asyncio.Task] = set()
-
+class _Provider(fp.ProviderState):
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -272,18 +267,9 @@ class _Provider:
                 await self._llm(conn, stream_id, request, *route)
             except fp._Refused as exc:
                 await conn.send(stream_id, exc.status, "application/json", fp._error_json(str(exc)))
-        elif method == "GET" and path == "/health":
-            await conn.send(stream_id, 200, "text/plain", b"ok\n")
-        elif method == "GET" and path == "/v1/models":
-            models = {"object": "list", "data": [{"id": name, "object": "model"} for name in fp.SCENARIOS]}
-            await conn.send(stream_id, 200, "application/json", orjson.dumps(models))
-        elif method == "GET" and path == "/release":
-            waiting = [gate for gate in self.gates if not gate.is_set()]
-            for gate in waiting:
-                gate.set()
-            await conn.send(stream_id, 200, "text/plain", f"{len(waiting)}\n".encode())
         else:
-            await conn.send(stream_id, 404, "text/plain", b"not found\n", head_only=method == "HEAD")
+            status, content_type, body = self.plain_response(method, path)
+            await conn.send(stream_id, status, content_type, body, head_only=method == "HEAD")
 
     async def _llm(
         self,
