@@ -143,7 +143,7 @@ class RewriteWatch:
     result), and to the client. Never raises: if rewriting fails, the bytes pass as they came.
     """
 
-    __slots__ = ("client", "failure", "inner", "rewriter", "upstream")
+    __slots__ = ("client", "failure", "inner", "rewriter", "upstream", "upstream_failure")
 
     def __init__(self, upstream: StreamAccumulator, rewriter: StreamRewriter, client: StreamWatch) -> None:
         self.upstream = upstream
@@ -151,7 +151,8 @@ class RewriteWatch:
         self.client = client
         # A stream callable another addon set before us sees the upstream's bytes, as it would without us.
         self.inner, client.inner = client.inner, None
-        self.failure: str | None = None
+        self.failure: str | None = None  # the rewriting failed: the bytes pass as they come
+        self.upstream_failure: str | None = None  # only the upstream's analysis failed: rewriting goes on
 
     @property
     def accumulator(self) -> StreamAccumulator:
@@ -168,7 +169,11 @@ class RewriteWatch:
             return [chunk] if chunk else []
         try:
             if chunk:
-                self.upstream.feed(chunk, time.time())
+                if self.upstream_failure is None:
+                    try:
+                        self.upstream.feed(chunk, time.time())
+                    except Exception as exc:  # noqa: BLE001 - held fragments must still leave in order
+                        self.upstream_failure = _describe(exc)
                 pieces = self.rewriter.feed(chunk)
             else:  # the normal end: whatever is still held goes now
                 pieces = self.rewriter.finish()
@@ -183,10 +188,12 @@ class RewriteWatch:
         """The client's result, with what was rewritten and how the upstream's stream compares. Never raises."""
         result, body = self.client.finish()
         try:
-            upstream = self.upstream.finish(time.time())
+            upstream = self.upstream.finish(time.time()) if self.upstream_failure is None else None
             report = self.rewriter.report()
             if self.failure is not None:
                 report["failure"] = self.failure
+            if self.upstream_failure is not None:
+                report["upstream_failure"] = self.upstream_failure
             if result is not None and upstream is not None:
                 report["upstream"] = {
                     "calls_same": _calls(upstream) == _calls(result),

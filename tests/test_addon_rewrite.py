@@ -163,3 +163,26 @@ def test_a_failing_rewriter_lets_the_bytes_through():
         assert watch(b"") == []
         lens.response(flow)
     assert "RuntimeError: boom" in flow.metadata["toolcall_lens"]["rewrite"]["failure"]
+
+
+def test_a_failing_upstream_analysis_does_not_stop_the_rewriting():
+    # Held fragments must still leave in order: only the comparison with the upstream is lost.
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = stream_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+
+        def broken(data, now=None):
+            raise RuntimeError("boom")
+
+        watch.upstream.feed = broken
+        out = [piece for start in range(0, len(body), 50) for piece in watch(body[start : start + 50])]
+        out += watch(b"")
+        lens.response(flow)
+    rewriter = StreamRewriter("openai-chat", inject=["interleave"])
+    assert b"".join(out) == b"".join([*rewriter.feed(body), *rewriter.finish()])
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    assert "RuntimeError: boom" in rewrite["upstream_failure"] and "upstream" not in rewrite
