@@ -251,6 +251,12 @@ class Assembly:
         """The strategies that ran; the others rebuilt the identity result exactly."""
         return {strategy.name for strategy in self.awake}
 
+    def route(self, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
+        """The call a tool-call delta names by identity, opened if the delta opens one; nothing else of
+        the delta is applied. The rewriter tells calls apart with this, as the analysis does."""
+        state = self.choices.get(op.choice) or self._choice(op.choice)
+        return self._route(state, op)
+
     def _route(self, state: ChoiceState, op: ToolCallDelta) -> tuple[ToolCall | None, bool]:
         call_id = real_id(op.id)
         index = op.index

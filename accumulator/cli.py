@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import orjson
 
-from .detect import classify_exchange, detect_format, sniff_message
-from .dialects import DIALECTS
+from . import formats
 from .echo import ObservedCalls
+from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
+from .limits import Limits
 from .report import format_report
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
-from .stream import StreamAccumulator, analyze_message
 
 _CHUNK = 64 * 1024
 # mitmproxy dumps are tnetstrings: a length, a colon, then the flow (a dict). No response body starts so.
@@ -34,13 +34,15 @@ _DUMP_START = re.compile(rb"\d{1,12}:")
 class Job:
     title: str
     source: dict
-    body: bytes
-    format: str
-    streamed: bool
+    body: bytes  # a stream's as sent (still encoded); a message's or an error's decoded
+    exchange: Exchange
     request: dict | bytes | None
     encoding: str | None = None  # the Content-Encoding of a stream's body, decoded as the addon does
     echo_request: bytes | None = None  # a dump flow's own request: its echoes are checked, as live
     rewrite: dict | None = None  # what --inject/--repair did to make this body
+    status: int | None = None  # a dump flow's HTTP status, reason and content type
+    reason: str = ""
+    content_type: str = ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} instead of a report')
     parser.add_argument("--request", metavar="REQUEST.json", help="the request body (declared tools)")
     parser.add_argument(
-        "--format", choices=sorted(DIALECTS), help="the wire format of raw bodies (default: detected)"
+        "--format", choices=sorted(formats.FORMATS), help="the wire format of raw bodies (default: detected)"
     )
     parser.add_argument(
         "--strategies",
@@ -86,31 +88,48 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         request = _read_request(args.request) if args.request else None
-        jobs = [job for path in args.files for job in _jobs(path, args.format, request)]
-        if rewriting:
-            jobs = [_rewrite(jobs, args.inject, args.repair, args.output)]
     except InputError as exc:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
+    # Every file that can be read is analysed; one that cannot is reported, and the exit status says so.
+    jobs: list[Job] = []
+    failures: list[dict] = []
+    for path in args.files:
+        try:
+            jobs += _jobs(path, args.format, request)
+        except InputError as exc:
+            print(f"toolcall-lens: {exc}", file=sys.stderr)
+            failures.append({"source": {"file": path}, "error": str(exc)})
+    if rewriting:
+        if failures:
+            return 2
+        try:
+            jobs = [_rewrite(jobs, args.inject, args.repair, args.output)]
+        except InputError as exc:
+            print(f"toolcall-lens: {exc}", file=sys.stderr)
+            return 2
 
     # Flows in order, with one index of the calls seen so far: each request's echoes are checked against
     # the calls of the responses before it, as the addon does live.
     observed = ObservedCalls()
+    limits = Limits(strategies=args.strategies)
     done = []
     for job in jobs:
-        result = _run(job, args.strategies)
+        result = _run(job, limits)
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
         if job.echo_request is not None:
-            result["warnings"].extend(observed.check(job.echo_request))
+            result["warnings"].extend(observed.check(job.echo_request, job.exchange.format))
             observed.record(result, job.source["flow_id"])
         done.append((job, result))
     results = [result for _, result in done]
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps({"results": results}) + b"\n")
-    else:
+        sys.stdout.buffer.write(orjson.dumps({"results": results + failures}) + b"\n")
+    elif done:
         print("\n\n".join(format_report(result, job.title) for job, result in done))
     sys.stdout.flush()
+    if failures:
+        return 2
     failed = any(w["severity"] == "warning" for result in results for w in result["warnings"])
     return 1 if failed else 0
 
@@ -132,10 +151,10 @@ def _names(known: tuple[str, ...]):
 
 def _rewrite(jobs: list[Job], inject: tuple, repair: tuple, output: str) -> Job:
     """The one raw stream, rewritten as the proxy would and written to ``output``: the job of what it holds."""
-    if len(jobs) != 1 or not jobs[0].streamed or "flow_id" in jobs[0].source:
+    if len(jobs) != 1 or not jobs[0].exchange.streamed or "flow_id" in jobs[0].source:
         raise InputError("--inject/--repair rewrite one raw streamed body (not a dump, not a JSON response)")
     job = jobs[0]
-    rewriter = StreamRewriter(job.format, inject=inject, repair=repair, encoding=job.encoding)
+    rewriter = StreamRewriter(job.exchange.format, inject=inject, repair=repair, encoding=job.encoding)
     pieces = [
         piece
         for start in range(0, len(job.body), _CHUNK)
@@ -153,8 +172,7 @@ def _rewrite(jobs: list[Job], inject: tuple, repair: tuple, output: str) -> Job:
         f"{output} (rewritten from {job.title})",
         source,
         body,
-        job.format,
-        True,
+        job.exchange,
         job.request,
         job.encoding,
         rewrite=report,
@@ -171,19 +189,20 @@ def _strategy_list(text: str) -> tuple[str, ...]:
     return names
 
 
-def _run(job: Job, strategies: tuple[str, ...]) -> dict | None:
-    if job.streamed:
-        accumulator = StreamAccumulator(
-            job.format, request=job.request, encoding=job.encoding, strategies=strategies
-        )
-        body = job.body
-        for start in range(0, len(body), _CHUNK):
-            accumulator.feed(body[start : start + _CHUNK])
-        result = accumulator.finish()
-        if result is None:
-            return None
-    else:
-        result = analyze_message(job.body, job.format, request=job.request)
+def _run(job: Job, limits: Limits) -> dict | None:
+    result = analyze_exchange(
+        job.exchange,
+        job.body,
+        request=job.request,
+        encoding=job.encoding,
+        status=job.status,
+        reason=job.reason,
+        content_type=job.content_type,
+        limits=limits,
+        chunk=_CHUNK,
+    )
+    if result is None:
+        return None
     if job.rewrite is not None:
         result["rewrite"] = job.rewrite
     return {**result, "source": job.source}
@@ -211,16 +230,14 @@ def _jobs(path: str, format: str | None, request: dict | None) -> list[Job]:
     data = _read_bytes(path)
     if _DUMP_START.match(data):
         return _dump_jobs(path, data, request)
-    message_format = sniff_message(data) if data.lstrip()[:1] == b"{" else None
-    if message_format is not None and format in (None, message_format):
-        return [Job(path, {"file": path}, data, message_format, False, request)]  # a non-streamed response
-    if format is None:
-        format = detect_format(data)
-        if format is None:
-            raise InputError(
-                f"cannot tell the wire format of {path}; pass --format ({', '.join(sorted(DIALECTS))})"
-            )
-    return [Job(path, {"file": path}, data, format, True, request)]
+    exchange = classify(head=data)  # no path, no status: the bytes alone tell
+    if format is not None and (exchange is None or exchange.kind != MESSAGE or exchange.format != format):
+        exchange = Exchange(STREAM, format)  # --format names the stream's format
+    if exchange is None:
+        raise InputError(
+            f"cannot tell the wire format of {path}; pass --format ({', '.join(sorted(formats.FORMATS))})"
+        )
+    return [Job(path, {"file": path}, data, exchange, request)]
 
 
 def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
@@ -239,12 +256,16 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
         if not isinstance(flow, http.HTTPFlow) or flow.response is None:
             continue
         flow_request = flow.request.get_content(strict=False)
-        kind = classify_exchange(flow.request.path, flow.response.headers.get("content-type"), flow_request)
-        if kind is None:
+        response = flow.response
+        content_type = response.headers.get("content-type", "")
+        exchange = classify(
+            path=flow.request.path, status=response.status_code, content_type=content_type, request=flow_request
+        )
+        if exchange is None:
             continue
         url = flow.request.pretty_url
         # A stream is read from its bytes as sent (as the addon saw them); a JSON response decoded.
-        body = flow.response.raw_content if kind[1] else flow.response.get_content(strict=False)
+        body = response.raw_content if exchange.streamed else response.get_content(strict=False)
         if body is None:
             print(
                 f"toolcall-lens: {path}: flow {flow.id} ({url}) has no stored body; record with "
@@ -257,11 +278,13 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
                 f"{path} {flow.request.method} {url}",
                 {"file": path, "flow_id": flow.id, "url": url},
                 body,
-                kind[0],
-                kind[1],
+                exchange,
                 request if request is not None else flow_request,
-                flow.response.headers.get("content-encoding") if kind[1] else None,
+                response.headers.get("content-encoding") if exchange.streamed else None,
                 flow_request or b"",
+                status=response.status_code,
+                reason=response.reason,
+                content_type=content_type,
             )
         )
     if not jobs:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from . import formats
+from .request import decoded
 from .warnings import WarningLog
 
 DEFAULT_INDEX_SIZE = 10_000
@@ -78,9 +80,10 @@ class ObservedCalls:
     def siblings(self, flow_id: str) -> list[ObservedCall]:
         return [self._calls[i] for i in self._by_flow.get(flow_id, ()) if i in self._calls]
 
-    def check(self, request) -> list[dict]:
-        """The warnings a request's echoes earn (empty when it echoes nothing we observed)."""
-        echoed, results = extract_echoes(request)
+    def check(self, request, format: str | None = None) -> list[dict]:
+        """The warnings a request's echoes earn (empty when it echoes nothing we observed); ``format``: the
+        shape it is read in (None: any)."""
+        echoed, results = extract_echoes(request, format)
         if not echoed and not results:
             return []
         warnings = WarningLog()
@@ -217,60 +220,17 @@ def _interleaves(a: str, b: str, text: str) -> bool:
     return reachable[len(a)]
 
 
-def extract_echoes(request) -> tuple[list[EchoedCall], list[str]]:
-    """The assistant tool calls a request echoes and the ids its tool results answer, in any format:
-    Chat, Cohere and Ollama ``messages[].tool_calls`` and ``tool_call_id``; Responses ``input[]``
-    ``function_call`` / ``function_call_output``; Anthropic ``tool_use`` / ``tool_result`` blocks; Gemini
-    ``functionCall`` / ``functionResponse`` parts; Bedrock ``toolUse`` / ``toolResult`` blocks."""
-    if isinstance(request, (bytes, str)):
-        try:
-            request = orjson.loads(request)
-        except orjson.JSONDecodeError:
-            return [], []
-    if type(request) is not dict:
+def extract_echoes(request, format: str | None = None) -> tuple[list[EchoedCall], list[str]]:
+    """The assistant tool calls a request echoes and the ids its tool results answer, read by the format
+    modules in their own shape (``format`` None: every shape)."""
+    request = decoded(request)
+    if request is None:
         return [], []
     calls: list[EchoedCall] = []
     results: list[str] = []
-    turn = 0
-    items = request.get("messages") or request.get("contents") or []
-    if type(request.get("input")) is list:  # Responses: a flat list of items
-        items = [{"role": "assistant", "content": [item]} for item in request["input"]]
-    for message in items if type(items) is list else ():
-        if type(message) is not dict:
-            continue
-        turn += 1
-        for entry in message.get("tool_calls") or ():  # Chat, Cohere, Ollama
-            if type(entry) is dict:
-                function = entry.get("function") if type(entry.get("function")) is dict else {}
-                calls.append(_echo(entry.get("id"), function.get("name"), function.get("arguments"), turn))
-        if type(message.get("tool_call_id")) is str:
-            results.append(message["tool_call_id"])
-        content = message.get("content") if type(message.get("content")) is list else message.get("parts")
-        for block in content if type(content) is list else ():
-            if type(block) is not dict:
-                continue
-            kind = block.get("type")
-            if kind == "function_call":  # Responses
-                calls.append(_echo(block.get("call_id"), block.get("name"), block.get("arguments"), turn))
-            elif kind == "function_call_output" and type(block.get("call_id")) is str:
-                results.append(block["call_id"])
-            elif kind == "tool_use":  # Anthropic
-                calls.append(_echo(block.get("id"), block.get("name"), block.get("input"), turn))
-            elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
-                results.append(block["tool_use_id"])
-            elif type(block.get("toolUse")) is dict:  # Bedrock
-                use = block["toolUse"]
-                calls.append(_echo(use.get("toolUseId"), use.get("name"), use.get("input"), turn))
-            elif type(block.get("toolResult")) is dict and type(block["toolResult"].get("toolUseId")) is str:
-                results.append(block["toolResult"]["toolUseId"])
-            elif type(block.get("functionCall")) is dict:  # Gemini
-                fc = block["functionCall"]
-                calls.append(_echo(fc.get("id"), fc.get("name"), fc.get("args"), turn))
-            elif (
-                type(block.get("functionResponse")) is dict
-                and type(block["functionResponse"].get("id")) is str
-            ):
-                results.append(block["functionResponse"]["id"])
+    formats.request_echoes(
+        request, lambda *call: calls.append(_echo(*call)), results.append, format
+    )
     return calls, results
 
 

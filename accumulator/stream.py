@@ -7,24 +7,20 @@ format is not given it is recognised from the first bytes (held until then, with
 
 from __future__ import annotations
 
-from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, Assembly, error_text
+from . import formats
+from .assembly import Assembly, error_text
 from .decoding import ContentDecoder, supported
-from .detect import SNIFF_BYTES, sniff_format
-from .dialects import DIALECTS
-from .dialects._common import snippet
-from .framing import MALFORMED, parse_json
-from .framing.eventstream import EventStreamDecoder
-from .framing.jsonarray import JsonArrayDecoder
-from .framing.ndjson import NdjsonDecoder
-from .framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseDecoder
+from .formats import DEFAULT_FORMAT, SNIFF_BYTES, sniff_format
+from .formats.base import snippet
+from .framing import FRAMERS, MALFORMED, OVERSIZED, parse_json
+from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits
 from .request import request_facts
 from .result import build_result
-from .strategies import DEFAULT_STRATEGIES, STRATEGIES
+from .strategies import STRATEGIES
 from .timing import StreamTiming
 from .warnings import WarningLog
 
-DEFAULT_MAX_DECODED_BYTES = 64 * 1024 * 1024
-_FRAMERS = {"sse": SseDecoder, "ndjson": NdjsonDecoder, "eventstream": EventStreamDecoder}
+__all__ = ["DEFAULT_MAX_DECODED_BYTES", "StreamAccumulator", "analyze", "analyze_http_error", "analyze_message"]
 
 
 class StreamAccumulator:
@@ -35,35 +31,40 @@ class StreamAccumulator:
     (bytes, str or a decoded dict): with it, calls are checked against the tools it declares.
     ``encoding`` is the response's Content-Encoding: the bytes fed are as sent, decoded here.
 
-    Caps hold the memory of one stream whatever it sends: ``max_event_bytes`` per event,
-    ``max_decoded_bytes`` of body analysed (after decoding; the rest is counted, not read), ``max_calls``
-    tool calls rebuilt, ``max_argument_chars`` argument characters kept per call. Each one hit is a warning
-    in the result.
+    ``limits`` (``accumulator.Limits``) holds the memory of one stream whatever it sends and names the
+    strategies replayed; the keywords after it change one limit each.
     """
 
     def __init__(
         self,
-        format: str | None = "openai-chat",
+        format: str | None = DEFAULT_FORMAT,
         *,
         request: bytes | str | dict | None = None,
-        strategies: tuple[str, ...] | list[str] = DEFAULT_STRATEGIES,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         encoding: str | None = None,
-        max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
         started_at: float | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        strategies: tuple[str, ...] | list[str] | None = None,
+        max_event_bytes: int | None = None,
+        max_decoded_bytes: int | None = None,
+        max_calls: int | None = None,
+        max_argument_chars: int | None = None,
         stall_seconds: float | None = None,
-        max_calls: int = DEFAULT_MAX_CALLS,
-        max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
-        if format is not None and format not in DIALECTS:
-            raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
-        unknown = [name for name in strategies if name not in STRATEGIES]
-        if unknown:
-            raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+        self._wire = formats.get(format) if format is not None else None
+        # The caps and strategies come in one Limits; a keyword given here changes just that one.
+        limits = limits.with_(
+            strategies=strategies,
+            max_event_bytes=max_event_bytes,
+            max_decoded_bytes=max_decoded_bytes,
+            max_calls=max_calls,
+            max_argument_chars=max_argument_chars,
+            stall_seconds=stall_seconds,
+        )
         self.format = format
+        self.limits = limits
         self.warnings = WarningLog()
-        self._strategies = strategies
-        self._max_event_bytes = max_event_bytes
+        self._strategies = limits.strategies
+        self._max_event_bytes = limits.max_event_bytes
         self._request = request
         self._content: ContentDecoder | None = None
         self._stopped = False  # analysis given up (undecodable body); bytes are still counted
@@ -78,16 +79,16 @@ class StreamAccumulator:
         self._result: dict | None = None
         self._timing = StreamTiming(started_at)
         self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
-        self._stall_seconds = stall_seconds
-        self._max_calls = max_calls
-        self._max_argument_chars = max_argument_chars
-        self._max_decoded_bytes = max_decoded_bytes
+        self._stall_seconds = limits.stall_seconds
+        self._max_calls = limits.max_calls
+        self._max_argument_chars = limits.max_argument_chars
+        self._max_decoded_bytes = limits.max_decoded_bytes
         if encoding and encoding.strip().lower() not in ("identity", ""):
             if supported(encoding):
-                self._content = ContentDecoder(encoding, max_decoded_bytes)
+                self._content = ContentDecoder(encoding, self._max_decoded_bytes)
             else:
                 self._stop("decoding-failed", f"unsupported Content-Encoding {encoding!r}", encoding=encoding)
-        if format is not None and DIALECTS[format].framing != "gemini":
+        if self._wire is not None and not self._wire.needs_head:
             self._start(b"")  # nothing to wait for: frame from the first byte
 
     def note(self, code: str, message: str, **details) -> None:
@@ -194,7 +195,7 @@ class StreamAccumulator:
             streamed=True,
             assembly=self._assembly,
             warnings=self.warnings,
-            request=request_facts(self._request) if self._request is not None else None,
+            request=request_facts(self._request, self.format) if self._request is not None else None,
             events=self._events,
             nbytes=self._bytes,
             empty_arguments=self._dialect.empty_arguments,
@@ -247,21 +248,18 @@ class StreamAccumulator:
                     self._stopped = True  # not an LLM stream we read: hold nothing more
                     self._head.clear()
                 return
-        else:  # Gemini: its first non-blank byte tells a JSON array from SSE
+        else:  # a format that comes in several framings: its first non-blank byte tells which
             head = b"".join(self._head)
             if not final and not head.lstrip(b"\xef\xbb\xbf \t\r\n"):
                 return
         self._head.clear()
+        self._wire = formats.get(self.format)
         self._start(head)
 
     def _start(self, head: bytes) -> None:
-        dialect_class = DIALECTS[self.format]
-        framing = dialect_class.framing
-        if framing == "gemini":
-            first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-            framing = "jsonarray" if first in (b"[", b"{") else "sse"
-        framer_class = JsonArrayDecoder if framing == "jsonarray" else _FRAMERS[framing]
-        self._framer = framer_class(self._max_event_bytes)
+        wire = self._wire
+        dialect_class = wire.dialect
+        self._framer = FRAMERS[wire.framing_for(head)](self._max_event_bytes)
         self._dialect = dialect_class(self.warnings)
         caps = (self._max_calls, self._max_argument_chars)
         strategies = [STRATEGIES[name](*caps) for name in self._strategies] if dialect_class.fragments else []
@@ -294,18 +292,16 @@ class StreamAccumulator:
         self._events = number
 
 
-def analyze(body: bytes, format: str | None = "openai-chat", **options) -> dict | None:
+def analyze(body: bytes, format: str | None = DEFAULT_FORMAT, **options) -> dict | None:
     """The result for a whole captured stream body."""
     accumulator = StreamAccumulator(format, **options)
     accumulator.feed(body)
     return accumulator.finish()
 
 
-def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -> dict:
+def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) -> dict:
     """The result for a non-streamed (JSON) response of the same API: calls and text, no hazards."""
-    dialect_class = DIALECTS.get(format)
-    if dialect_class is None:
-        raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
+    dialect_class = formats.get(format).dialect
     warnings = WarningLog()
     assembly = Assembly(warnings, [])
     ops = dialect_class(warnings).message_ops(body)
@@ -316,7 +312,7 @@ def analyze_message(body: bytes, format: str = "openai-chat", *, request=None) -
         streamed=False,
         assembly=assembly,
         warnings=warnings,
-        request=request_facts(request) if request is not None else None,
+        request=request_facts(request, format) if request is not None else None,
         events=1 if ops else 0,
         nbytes=len(body),
         empty_arguments=dialect_class.empty_arguments,
@@ -328,8 +324,7 @@ def analyze_http_error(
 ) -> dict:
     """The result for an error status (400 and up) on an LLM path, streamed request or not: no calls, an
     ``http-error`` naming the status, and the provider's error object when the body is JSON."""
-    if format not in DIALECTS:
-        raise ValueError(f"unknown format {format!r}; known: {', '.join(DIALECTS)}")
+    formats.get(format)  # ValueError for a format we do not know
     warnings = WarningLog()
     assembly = Assembly(warnings, [])
     assembly.ended = True  # nothing more was coming: not a truncated stream

@@ -186,7 +186,7 @@ def test_skip_reasons_say_why():
     report = rewrite("anthropic-messages", b"", ["split-names", "reindex"])[1]
     reasons = {entry["name"]: entry["reason"] for entry in report["skipped"]}
     assert "content_block_start" in reasons["split-names"]
-    assert "Chat Completions" in reasons["reindex"]
+    assert "a repair for openai-chat streams" in reasons["reindex"]
     report = rewrite("gemini", b"", ["interleave"])[1]
     assert "whole" in report["skipped"][0]["reason"]
 

@@ -7,8 +7,17 @@ from .ndjson import NdjsonDecoder
 from .payload import MALFORMED, parse_json
 from .sse import OVERSIZED, SseDecoder, SseEvent
 
+# framing name (``WireFormat.framings``) -> its decoder class
+FRAMERS = {
+    "sse": SseDecoder,
+    "ndjson": NdjsonDecoder,
+    "eventstream": EventStreamDecoder,
+    "jsonarray": JsonArrayDecoder,
+}
+
 __all__ = [
     "ARRAY_END",
+    "FRAMERS",
     "MALFORMED",
     "OVERSIZED",
     "EventStreamDecoder",

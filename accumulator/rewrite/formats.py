@@ -1,55 +1,14 @@
-"""What applies to each wire format, why the rest does not, and the stages that carry it out."""
+"""What applies to each wire format, why the rest does not, and the stages that carry it out, all read
+from the format's own ``RewriteSupport`` (``accumulator.formats``)."""
 
 from __future__ import annotations
 
-from . import anthropic, bedrock, cohere, openai_chat, openai_responses
+from .. import formats
 from .reorder import Interleaver, Serializer
 
 INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
 REPAIRS = ("serialize", "reindex")
-
-# format -> (framing, how its fragments name their call, how whole calls arrive or None)
-_FORMATS: dict[str, tuple[str, str, str | None]] = {
-    "openai-chat": ("sse", "id and index", None),
-    "openai-responses": ("sse", "output_index", None),
-    "anthropic-messages": ("sse", "content block index", None),
-    "bedrock-converse": ("eventstream", "contentBlockIndex", None),
-    "bedrock-invoke": ("eventstream", "content block index", None),
-    "cohere-v2": ("sse", "index", None),
-    "gemini": ("bytes", "", "a functionCall part"),
-    "ollama-chat": ("bytes", "", "a line"),
-}
-_NAME_WHOLE_IN = {
-    "openai-responses": "response.output_item.added",
-    "anthropic-messages": "content_block_start",
-    "bedrock-converse": "contentBlockStart",
-    "bedrock-invoke": "content_block_start",
-    "cohere-v2": "tool-call-start",
-}
-
-
-def framing(format: str) -> str:
-    return _FORMATS[format][0]
-
-
-def skip_reason(format: str, name: str) -> str | None:
-    """Why ``name`` does not apply to ``format`` (one line), or None when it does."""
-    if name == "rechunk":
-        return None
-    _, key, whole = _FORMATS[format]
-    if whole is not None:
-        return f"every call arrives whole, in {whole}: no fragments to {_VERBS[name]}"
-    if format == "openai-chat":
-        return None
-    if name in ("interleave", "serialize"):
-        return None
-    if name == "split-names":
-        return f"the name arrives whole in {_NAME_WHOLE_IN[format]}, with no field to continue it"
-    if name == "reindex":
-        return f"a Chat Completions repair: {format} fragments name their call by {key} alone"
-    return f"a Chat Completions shape: {format} fragments name their call by {key} alone, with no id or name"
-
-
+_EDITS = ("split-names", "repeat-names", "collide-index")
 _VERBS = {
     "interleave": "interleave",
     "serialize": "serialize",
@@ -60,41 +19,63 @@ _VERBS = {
 }
 
 
+def framing(format: str) -> str:
+    """How the rewriter cuts the body: into SSE blocks or AWS frames, or not at all ("bytes") where every
+    call arrives whole and only ``rechunk`` applies. KeyError for a format it does not know."""
+    wire = formats.FORMATS[format]
+    if wire.rewrite.whole is not None:
+        return "bytes"
+    return wire.framings[0]
+
+
+def skip_reason(format: str, name: str) -> str | None:
+    """Why ``name`` does not apply to ``format`` (one line), or None when it does."""
+    if name == "rechunk":
+        return None
+    support = formats.FORMATS[format].rewrite
+    if support.whole is not None:
+        return f"every call arrives whole, in {support.whole}: no fragments to {_VERBS[name]}"
+    if name in ("interleave", "serialize"):
+        return None if support.keys is not None else f"no reorder keys for {format}"
+    if name == "reindex":
+        if support.reindex is not None:
+            return None
+        return f"a repair for {_having('reindex')} streams: {format} fragments name their call by {support.key} alone"
+    if support.edits is not None:
+        return None
+    if name == "split-names" and support.name_whole_in:
+        return f"the name arrives whole in {support.name_whole_in}, with no field to continue it"
+    return (
+        f"a shape of {_having('edits')} streams: {format} fragments name their call by {support.key} alone, "
+        "with no id or name"
+    )
+
+
+def _having(stage: str) -> str:
+    """The formats whose rewrite support has this stage, by name (the registry knows them; we do not)."""
+    return " and ".join(name for name, wire in formats.FORMATS.items() if getattr(wire.rewrite, stage))
+
+
 def supported(format: str) -> frozenset[str]:
     """The injections and repairs that apply to ``format`` (empty for a format it does not know)."""
-    if format not in _FORMATS:
+    if format not in formats.FORMATS:
         return frozenset()
     return frozenset(name for name in (*INJECTIONS, *REPAIRS) if skip_reason(format, name) is None)
 
 
-def reorder_keys(format: str, purpose: str):
-    """A fresh classifier (unit -> (role, key)) for one reorder stage."""
-    if format == "openai-chat":
-        return openai_chat.IndexKeys() if purpose == "interleave" else openai_chat.CallKeys()
-    if format == "openai-responses":
-        return openai_responses.ItemKeys()
-    if format == "anthropic-messages":
-        return anthropic.BlockKeys()
-    if format == "bedrock-converse":
-        return bedrock.ConverseKeys()
-    if format == "bedrock-invoke":
-        return bedrock.invoke_keys()
-    return cohere.tool_keys
-
-
 def build_stages(format: str, applied: set[str], counts: dict) -> list:
     """The stages in order: injections (reorder, then edits), repairs (edits, then reorder), fix-ups."""
-    split_final = openai_chat.split_final if format == "openai-chat" else None
+    support = formats.FORMATS[format].rewrite
     stages: list = []
     if "interleave" in applied:
-        stages.append(Interleaver(reorder_keys(format, "interleave"), split_final))
-    edits = [name in applied for name in ("split-names", "repeat-names", "collide-index")]
+        stages.append(Interleaver(support.keys("interleave"), support.split_final))
+    edits = [name in applied for name in _EDITS]
     if any(edits):
-        stages.append(openai_chat.ChatEdits(*edits, counts))
+        stages.append(support.edits(*edits, counts))
     if "reindex" in applied:
-        stages.append(openai_chat.Reindex(counts))
+        stages.append(support.reindex(counts))
     if "serialize" in applied:
-        stages.append(Serializer(reorder_keys(format, "serialize"), split_final))
-    if format == "openai-responses" and stages:
-        stages.append(openai_responses.SequenceNumbers(counts))
+        stages.append(Serializer(support.keys("serialize"), support.split_final))
+    if support.fixups is not None and stages:
+        stages.append(support.fixups(counts))
     return stages

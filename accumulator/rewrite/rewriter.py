@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import orjson
 
+from .. import formats
 from ..assembly import DEFAULT_MAX_CALLS
 from ..boundaries import cut, hostile_cuts
 from ..decoding import ContentDecoder, ContentEncoder
 from ..decoding import supported as encoding_supported
+from ..framing import FRAMERS
 from ..framing.sse import DEFAULT_MAX_EVENT_BYTES
 from .events import FrameSplitter, SseSplitter, Unit, parse_frame, parse_sse
 from .formats import INJECTIONS, REPAIRS, build_stages, framing, skip_reason
@@ -97,6 +99,9 @@ class StreamRewriter:
             self._splitter = FrameSplitter(max_event_bytes)
         else:
             self._splitter = None
+        # Where calls arrive whole the body passes unsplit; the analysis's own framing still counts its
+        # events, so the report says how many went through.
+        self._counter = None
         self._ledger: dict[int, bytes] = {}  # origin -> original bytes, for every event read and not yet sent
         self._origins = 0
         self._out: list[bytes] = []
@@ -219,6 +224,7 @@ class StreamRewriter:
         if self._mode == _PLAIN:
             self._out.append(data)
         elif self._splitter is None:
+            self._count_events(data)
             self._out += self._cut(data) if self._rechunk else [data]
         else:
             self._events(self._splitter.feed(data))
@@ -226,6 +232,17 @@ class StreamRewriter:
                 # What each call is stays in memory while the stream runs: a stream of new calls that
                 # never ends is passed on as it is after the cap, like an oversized event.
                 self._stop(f"more than {self.max_calls} tool calls: the rest passes as it is")
+
+    def _count_events(self, data: bytes) -> None:
+        if self._counter is None:
+            if not data.strip():
+                return  # blank: no event yet, and not enough to tell a JSON array from SSE
+            self._counter = FRAMERS[formats.FORMATS[self.format].framing_for(data)](self.max_event_bytes)
+        self._count(self._counter.feed(data))
+
+    def _count(self, events: list) -> None:
+        self._events_in += len(events)
+        self._events_out += len(events)
 
     def _calls_seen(self) -> int:
         return max((getattr(stage, "calls_seen", 0) for stage in self._stages), default=0)
@@ -237,6 +254,8 @@ class StreamRewriter:
                 self._decoding_error = self._content.error  # a truncated body: nothing is left to pass
             if tail:
                 self._decoded(tail)
+        if self._splitter is None and self._counter is not None and self._mode == _REWRITE:
+            self._count(self._counter.close())
         if self._mode != _REWRITE or self._splitter is None:
             return
         self._commit(self._flush())

@@ -3,12 +3,16 @@
 A tool call is named (id, name) by ``tool-call-start`` at its ``index`` (a counter of its own, apart from
 content indices); ``tool-call-delta`` fragments name only the index. ``tool_calls`` is a single object in
 these deltas, not a list. ``tool-plan-delta`` (the plan before calling tools) counts as reasoning.
+Requests and their echoes have Chat Completions' shape (``tools[].function``, ``messages[].tool_calls``).
+Rewriting: the run is consecutive tool calls; any other event ends it.
 """
 
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ._common import JsonDialect, as_dict, as_int, as_list, as_str
+from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
+from . import openai_chat
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str
 
 
 def _message(obj: dict) -> dict:
@@ -16,9 +20,6 @@ def _message(obj: dict) -> dict:
 
 
 class CohereDialect(JsonDialect):
-    format = "cohere-v2"
-    framing = "sse"
-
     def ops(self, event, number: int) -> list:
         if event.data == b"[DONE]":  # the SDK tolerates a trailing one; message-end is the end marker
             return []
@@ -92,3 +93,46 @@ class CohereDialect(JsonDialect):
             out.append(Finish(1, 0, obj["finish_reason"]))
         out.append(StreamEnd(1))
         return out
+
+
+# -- rewriting -----------------------------------------------------------------------------------------------
+
+_ROLES = {"tool-call-start": START, "tool-call-delta": FRAGMENT, "tool-call-end": END}
+
+
+def tool_keys(unit) -> tuple[int, object]:
+    if unit.quiet:
+        return PASS, None
+    obj = unit.obj
+    if type(obj) is not dict:
+        return BOUNDARY, None
+    kind = obj.get("type")
+    if type(kind) is not str:
+        kind = unit.name
+    role = _ROLES.get(kind)
+    index = obj.get("index")
+    if role is None or type(index) is not int:
+        return BOUNDARY, None
+    return role, index
+
+
+_EVENTS = ("message-start", "tool-call-start", "content-delta", "tool-plan-delta")
+
+
+def _sniff(event, obj) -> bool:
+    return event.type in _EVENTS or (obj is not None and obj.get("type") in _EVENTS)
+
+
+FORMAT = WireFormat(
+    name="cohere-v2",
+    dialect=CohereDialect,
+    framings=("sse",),
+    paths=((r"/v2/chat$", False),),
+    sniff=_sniff,
+    sniff_message=lambda obj: "message" in obj and "finish_reason" in obj,
+    tools=openai_chat.request_tools,
+    parallel=openai_chat.request_parallel,
+    forced=openai_chat.request_forced,
+    echoes=openai_chat.request_echoes,
+    rewrite=RewriteSupport(key="index", name_whole_in="tool-call-start", keys=lambda purpose: tool_keys),
+)

@@ -3,12 +3,14 @@
 Every tool call arrives whole, arguments as an object, so each is a call of its own (``function.index``
 is shown, not trusted: older servers repeat it). ``done: true`` ends the stream, with the token counts;
 its ``done_reason`` stays ``stop`` even when tools were called. Errors come as ``{"error": "..."}`` lines.
+Requests and their echoes have Chat Completions' shape.
 """
 
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ._common import JsonDialect, as_dict, as_int, as_list
+from . import openai_chat
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list
 
 _USAGE_FIELDS = (
     "prompt_eval_count",
@@ -21,10 +23,8 @@ _USAGE_FIELDS = (
 
 
 class OllamaChatDialect(JsonDialect):
-    format = "ollama-chat"
     fragments = False
     empty_arguments = "{}"
-    framing = "ndjson"
 
     def __init__(self, warnings) -> None:
         super().__init__(warnings)
@@ -72,3 +72,21 @@ class OllamaChatDialect(JsonDialect):
     def message_ops(self, body: bytes) -> list:
         obj = self._load(body, 1)
         return [] if obj is None else self._line_ops(obj, 1)
+
+
+def _sniff(event, obj) -> bool:
+    return obj is not None and "done" in obj and ("message" in obj or "created_at" in obj)
+
+
+FORMAT = WireFormat(
+    name="ollama-chat",
+    dialect=OllamaChatDialect,
+    framings=("ndjson",),
+    paths=((r"/api/chat$", False),),
+    sniff=_sniff,
+    tools=openai_chat.request_tools,
+    parallel=openai_chat.request_parallel,
+    forced=openai_chat.request_forced,
+    echoes=openai_chat.request_echoes,
+    rewrite=RewriteSupport(whole="a line"),
+)

@@ -4,22 +4,37 @@ A tool call is a ``tool_use`` content block: ``content_block_start`` names it (i
 ``index``, ``input_json_delta`` fragments name only the index. The start's ``input: {}`` is a placeholder,
 never a seed. Events are read by their JSON ``type``, so the same class reads Bedrock InvokeModel's
 base64-wrapped events, which carry no SSE names.
+
+Requests: ``tools[]`` (``name``, ``input_schema``), ``tool_choice`` (``type: tool``,
+``disable_parallel_tool_use``); echoes are ``tool_use`` / ``tool_result`` blocks of ``messages[].content``.
+Rewriting: anthropic-python appends a block on ``content_block_start`` and then indexes
+``content[event.index]``: starts must keep their index order, which both reorder policies do since calls
+leave in order of first appearance. The run is consecutive tool blocks; pings pass in place.
 """
 
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int, as_list, as_str
+from .base import (
+    JsonDialect,
+    RewriteSupport,
+    WireFormat,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    declare,
+    message_list,
+)
 
 _CALL_BLOCKS = ("tool_use", "server_tool_use")
 _DELTA_TEXT = {"text_delta": ("text", "text"), "thinking_delta": ("reasoning", "thinking")}
 
 
 class AnthropicDialect(JsonDialect):
-    format = "anthropic-messages"
     empty_arguments = "{}"
-    framing = "sse"
 
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
@@ -147,3 +162,114 @@ class AnthropicDialect(JsonDialect):
             out.append(Finish(1, 0, obj["stop_reason"]))
         out.append(StreamEnd(1))
         return out
+
+
+# -- rewriting -----------------------------------------------------------------------------------------------
+
+
+class BlockKeys:
+    """Classifies Anthropic event objects; ``event_of(unit)`` finds the event in a unit."""
+
+    def __init__(self, event_of=None) -> None:
+        self._event_of = event_of or (lambda unit: unit.obj)
+        self._tools: set[int] = set()  # indices of the tool blocks started so far
+
+    def __call__(self, unit) -> tuple[int, object]:
+        if unit.quiet:
+            return PASS, None
+        obj = self._event_of(unit)
+        if type(obj) is not dict:
+            return BOUNDARY, None
+        kind = obj.get("type")
+        index = obj.get("index")
+        if kind == "ping":
+            return PASS, None
+        if type(index) is not int:
+            return BOUNDARY, None
+        if kind == "content_block_start":
+            block = obj.get("content_block")
+            if type(block) is dict and block.get("type") in _CALL_BLOCKS:
+                self._tools.add(index)
+                return START, index
+            self._tools.discard(index)
+            return BOUNDARY, None
+        if index in self._tools:
+            if kind == "content_block_delta":
+                return FRAGMENT, index
+            if kind == "content_block_stop":
+                return END, index
+        return BOUNDARY, None
+
+
+# -- requests ------------------------------------------------------------------------------------------------
+
+
+def _tools(request: dict) -> dict | None:
+    tools = request.get("tools")
+    if tools is None:
+        return None
+    declared: dict = {}
+    for tool in tools if type(tools) is list else ():
+        if type(tool) is dict:
+            declare(declared, tool, tool.get("input_schema"))
+    return declared
+
+
+def _parallel(request: dict) -> bool | None:
+    choice = request.get("tool_choice")
+    return False if type(choice) is dict and choice.get("disable_parallel_tool_use") is True else None
+
+
+def _forced(request: dict) -> str | None:
+    choice = request.get("tool_choice")
+    if type(choice) is dict and choice.get("type") == "tool" and type(choice.get("name")) is str:
+        return choice["name"]
+    return None
+
+
+def _echoes(request: dict, add_call, add_result) -> None:
+    for turn, message in enumerate(message_list(request, "messages"), 1):
+        content = message.get("content")
+        for block in content if type(content) is list else ():
+            if type(block) is not dict:
+                continue
+            kind = block.get("type")
+            if kind == "tool_use":
+                add_call(block.get("id"), block.get("name"), block.get("input"), turn)
+            elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
+                add_result(block["tool_use_id"])
+
+
+_EVENTS = ("message_start", "content_block_start", "content_block_delta")
+
+
+def _sniff(event, obj) -> bool:
+    return event.type in _EVENTS or (obj is not None and obj.get("type") in _EVENTS)
+
+
+def _sniff_message(obj: dict) -> bool:
+    return (obj.get("object") or obj.get("type")) == "message" and "content" in obj
+
+
+FORMAT = WireFormat(
+    name="anthropic-messages",
+    dialect=AnthropicDialect,
+    framings=("sse",),
+    # Anthropic direct and Bedrock mantle (/anthropic/v1/messages); Vertex publishes it as rawPredict.
+    paths=(
+        (r"(^|/)v1/messages$", False),
+        (r"/publishers/anthropic/models/[^/]+:streamRawPredict$", True),
+        (r"/publishers/anthropic/models/[^/]+:rawPredict$", False),
+    ),
+    sniff=_sniff,
+    sniff_message=_sniff_message,
+    tools=_tools,
+    parallel=_parallel,
+    forced=_forced,
+    echoes=_echoes,
+    rewrite=RewriteSupport(
+        key="content block index",
+        name_whole_in="content_block_start",
+        keys=lambda purpose: BlockKeys(),
+    ),
+)

@@ -5,6 +5,10 @@ deltas name it by ``output_index`` (kept even where ``item_id`` rotates on every
 Copilot's endpoint does) or else by ``item_id``. ``function_call_arguments.done`` and
 ``output_item.done`` restate the whole arguments: used when no delta came (LM Studio sends none),
 compared with the deltas otherwise.
+
+Requests: flat ``tools[]`` (``name``, ``parameters``), ``parallel_tool_calls``, ``tool_choice`` of type
+``function``; echoes are ``input[]`` items (``function_call``, ``function_call_output``). Rewriting: a run
+is the span of consecutive function-call items, ``sequence_number`` renumbered on the way out.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 import zlib
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int, as_list, as_str
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str, declare
 
 _TEXT_EVENTS = {
     "response.output_text.delta": "text",
@@ -26,9 +31,6 @@ _CALL_ITEMS = ("function_call",)
 
 
 class ResponsesDialect(JsonDialect):
-    format = "openai-responses"
-    framing = "sse"
-
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
         self._index_of_item: dict[str, int] = {}  # item_id -> output_index, from output_item.added
@@ -157,3 +159,136 @@ class ResponsesDialect(JsonDialect):
                         out.append(TextDelta(1, 0, "reasoning", part["text"]))
         self._terminal("response." + str(obj.get("status") or "completed"), obj, 1, out)
         return out
+
+
+# -- rewriting -----------------------------------------------------------------------------------------------
+
+_FRAGMENTS = ("response.function_call_arguments.delta", "response.function_call_arguments.done")
+
+
+class ItemKeys:
+    def __init__(self) -> None:
+        self._index_of_item: dict[str, int] = {}
+
+    def __call__(self, unit) -> tuple[int, object]:
+        if unit.quiet:
+            return PASS, None
+        obj = unit.obj
+        if type(obj) is not dict:
+            return BOUNDARY, None
+        kind = obj.get("type")
+        if type(kind) is not str:
+            kind = unit.name
+        if kind in _FRAGMENTS:
+            key = self._key(obj)
+            return (FRAGMENT, key) if key is not None else (BOUNDARY, None)
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            item = obj.get("item")
+            index = obj.get("output_index")
+            if type(item) is dict and item.get("type") == "function_call" and type(index) is int:
+                if kind.endswith("added"):
+                    if type(item.get("id")) is str:
+                        self._index_of_item[item["id"]] = index
+                    return START, index
+                return END, index
+        return BOUNDARY, None
+
+    def _key(self, obj: dict) -> int | None:
+        index = obj.get("output_index")
+        if type(index) is int:
+            return index
+        item_id = obj.get("item_id")
+        return self._index_of_item.get(item_id) if type(item_id) is str else None
+
+
+class SequenceNumbers:
+    """Numbers the events that leave 1, 2, 3... on from the first one's own number; an event whose number
+    is already right keeps its bytes."""
+
+    name = "sequence"
+
+    def __init__(self, counts: dict) -> None:
+        self._last: int | None = None
+        self.counts = counts
+
+    def push(self, unit) -> list:
+        if unit.quiet:
+            return [unit]
+        for i, obj in enumerate(unit.objs):
+            if type(obj) is not dict:
+                continue
+            number = obj.get("sequence_number")
+            if type(number) is not int:
+                continue
+            wanted = number if self._last is None else self._last + 1
+            self._last = wanted
+            if wanted != number:
+                obj["sequence_number"] = wanted
+                unit.rewrite(i, obj)
+                self.counts["sequence_number"] = self.counts.get("sequence_number", 0) + 1
+        return [unit]
+
+
+# -- requests ------------------------------------------------------------------------------------------------
+
+
+def _tools(request: dict) -> dict | None:
+    tools = request.get("tools")
+    if tools is None:
+        return None
+    declared: dict = {}
+    for tool in tools if type(tools) is list else ():
+        if type(tool) is dict:
+            declare(declared, tool, tool.get("parameters"))
+    return declared
+
+
+def _forced(request: dict) -> str | None:
+    choice = request.get("tool_choice")
+    if type(choice) is dict and choice.get("type") == "function" and type(choice.get("name")) is str:
+        return choice["name"]
+    return None
+
+
+def _echoes(request: dict, add_call, add_result) -> None:
+    items = request.get("input")
+    if type(items) is not list:
+        return
+    for turn, item in enumerate(items, 1):  # a flat list of items: each one a turn of its own
+        if type(item) is not dict:
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            add_call(item.get("call_id"), item.get("name"), item.get("arguments"), turn)
+        elif kind == "function_call_output" and type(item.get("call_id")) is str:
+            add_result(item["call_id"])
+
+
+def _sniff(event, obj) -> bool:
+    if (event.type or "").startswith("response."):
+        return True
+    return obj is not None and type(obj.get("type")) is str and obj["type"].startswith("response.")
+
+
+def _sniff_message(obj: dict) -> bool:
+    return (obj.get("object") or obj.get("type")) == "response"
+
+
+FORMAT = WireFormat(
+    name="openai-responses",
+    dialect=ResponsesDialect,
+    framings=("sse",),
+    paths=((r"/responses$", False),),
+    sniff=_sniff,
+    sniff_message=_sniff_message,
+    tools=_tools,
+    parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
+    forced=_forced,
+    echoes=_echoes,
+    rewrite=RewriteSupport(
+        key="output_index",
+        name_whole_in="response.output_item.added",
+        keys=lambda purpose: ItemKeys(),
+        fixups=lambda counts: SequenceNumbers(counts),
+    ),
+)

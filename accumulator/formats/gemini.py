@@ -5,6 +5,10 @@ order per candidate. Vertex's streamed arguments are the exception: a part ``{na
 opens a call, ``partialArgs`` parts (values by JSON path, strings appended) fill the call opened last,
 and an empty ``functionCall`` (or ``partialArgs`` without ``willContinue``) closes it. The arguments are
 assembled here and handed on as one object. ``finishReason`` is ``STOP`` even when tools were called.
+
+Requests: ``tools[].functionDeclarations[]`` (``parametersJsonSchema``, else an OpenAPI ``parameters``
+whose types are in capitals), ``toolConfig.functionCallingConfig`` (mode ``ANY`` with one allowed name
+forces it); echoes are ``functionCall`` / ``functionResponse`` parts of ``contents[]``.
 """
 
 from __future__ import annotations
@@ -13,17 +17,15 @@ import re
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from ._common import JsonDialect, as_dict, as_int, as_list
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, declare, message_list
 
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 _VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
 
 
 class GeminiDialect(JsonDialect):
-    format = "gemini"
     fragments = False
     empty_arguments = "{}"
-    framing = "gemini"  # a JSON array when the body starts with "[", SSE otherwise
 
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
@@ -161,3 +163,76 @@ def _put(node, key, value) -> None:
         while len(node) <= key:
             node.append(None)
         node[key] = value
+
+
+# -- requests ------------------------------------------------------------------------------------------------
+
+
+def _tools(request: dict) -> dict | None:
+    tools = request.get("tools")
+    if tools is None:
+        return None
+    declared: dict = {}
+    for tool in tools if type(tools) is list else ():
+        if type(tool) is not dict:
+            continue
+        for key in ("functionDeclarations", "function_declarations"):
+            for declaration in tool.get(key) or ():
+                if type(declaration) is dict:
+                    schema = declaration.get("parametersJsonSchema")
+                    if schema is None:
+                        schema = _openapi_types(declaration.get("parameters"))
+                    declare(declared, declaration, schema)
+    return declared
+
+
+def _openapi_types(schema):
+    # Gemini's Schema names types in capitals ("OBJECT"); JSON Schema wants them in lower case.
+    if type(schema) is dict:
+        return {
+            key: (value.lower() if key == "type" and type(value) is str else _openapi_types(value))
+            for key, value in schema.items()
+        }
+    if type(schema) is list:
+        return [_openapi_types(item) for item in schema]
+    return schema
+
+
+def _forced(request: dict) -> str | None:
+    config = request.get("toolConfig")
+    calling = config.get("functionCallingConfig") if type(config) is dict else None
+    if type(calling) is dict and calling.get("mode") == "ANY":
+        allowed = calling.get("allowedFunctionNames")
+        if type(allowed) is list and len(allowed) == 1 and type(allowed[0]) is str:
+            return allowed[0]
+    return None
+
+
+def _echoes(request: dict, add_call, add_result) -> None:
+    for turn, content in enumerate(message_list(request, "contents"), 1):
+        parts = content.get("parts")
+        for part in parts if type(parts) is list else ():
+            if type(part) is not dict:
+                continue
+            if type(part.get("functionCall")) is dict:
+                call = part["functionCall"]
+                add_call(call.get("id"), call.get("name"), call.get("args"), turn)
+            elif (
+                type(part.get("functionResponse")) is dict and type(part["functionResponse"].get("id")) is str
+            ):
+                add_result(part["functionResponse"]["id"])
+
+
+FORMAT = WireFormat(
+    name="gemini",
+    dialect=GeminiDialect,
+    # A JSON array written progressively, unless the request asked for alt=sse: the first byte tells.
+    framings=("jsonarray", "sse"),
+    paths=((r":streamGenerateContent$", True), (r":generateContent$", False)),
+    sniff=lambda event, obj: obj is not None and "candidates" in obj,
+    sniff_message=lambda obj: "candidates" in obj,
+    tools=_tools,
+    forced=_forced,
+    echoes=_echoes,
+    rewrite=RewriteSupport(whole="a functionCall part"),
+)

@@ -1,76 +1,198 @@
-"""OpenAI Chat Completions: which chunk is what to the reorderers, and the edits only this format allows
-(a name sent in two pieces, the name and id repeated, every call on index 0, indices given back).
+"""OpenAI Chat Completions (and the many servers that copy it): everything toolcall-lens knows of it.
 
-Calls are told apart as identity routing does (``accumulator.assembly``): a known id, else a new id (a new
-call even on a taken index), else the index (the call that took it last), else the only call.
+Streams: SSE ``chat.completion.chunk`` objects, ``data: [DONE]`` at the end. Every quirk about the shape of
+a chunk lives here: the Azure prompt-filter chunk, the ``choices: []`` usage chunk, Groq's
+``x_groq.usage``, ``reasoning`` vs ``reasoning_content``, Magistral's content arrays, the deprecated
+``function_call``, mid-stream ``{"error": ...}``. Requests: ``tools[].function``, ``functions``,
+``parallel_tool_calls``, ``tool_choice.function``; echoes in ``messages[].tool_calls`` and
+``tool_call_id``. Rewriting: the reorder keys, and the edits only this format allows (a name sent in two
+pieces, the name and id repeated, every call on index 0, indices given back), with calls told apart by
+the assembly's own identity routing.
 """
 
 from __future__ import annotations
 
-from ..ops import real_id
-from .reorder import BOUNDARY, FINAL, FRAGMENT, PASS
+import sys
+
+import orjson
+
+from ..assembly import Assembly
+from ..framing import SseEvent
+from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..rewrite.reorder import BOUNDARY, FINAL, FRAGMENT, PASS
+from ..warnings import WarningLog
+from .base import JsonDialect, RewriteSupport, WireFormat, as_list, declare, message_list, named, snippet
+
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+_loads = orjson.loads
 
 
-class _Call:
-    __slots__ = ("id", "index", "name", "ordinal")
+class ChatCompletionsDialect(JsonDialect):
+    def __init__(self, warnings: WarningLog) -> None:
+        super().__init__(warnings)
+        self._model: str | None = None
+        self._response_id: str | None = None
 
-    def __init__(self, ordinal: int, call_id: str | None, index: int | None) -> None:
-        self.ordinal = ordinal
-        self.id = call_id
-        self.index = index
-        self.name: str | None = None
+    def ops(self, event: SseEvent, number: int) -> list:
+        """The operations of one stream event (a ``chat.completion.chunk``)."""
+        data = event.data
+        if data == b"[DONE]":
+            return [StreamEnd(number)]
+        try:
+            obj = _loads(data)  # the common case, without the frames of the careful path
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict:
+            obj = self._load(data, number)
+        return [] if obj is None else self._chunk_ops(obj, number)
+
+    def message_ops(self, body: bytes) -> list:
+        """A non-streamed response (a ``chat.completion``), as the operations of a one-event stream."""
+        obj = self._load(body, 1)
+        if obj is None:
+            return []
+        choices = obj.get("choices")
+        if type(choices) is list:
+            # Same shape as a chunk once "message" is read as the whole "delta" (calls indexed by position).
+            as_deltas = []
+            for choice in choices:
+                if type(choice) is not dict:
+                    continue
+                message = choice.get("message")
+                if type(message) is dict and type(message.get("tool_calls")) is list:
+                    message = dict(message)
+                    message["tool_calls"] = [
+                        {"index": n, **entry} if type(entry) is dict and "index" not in entry else entry
+                        for n, entry in enumerate(message["tool_calls"])
+                    ]
+                as_deltas.append({**choice, "delta": message})
+            obj = {**obj, "choices": as_deltas}
+        out = self._chunk_ops(obj, 1)
+        out.append(StreamEnd(1))
+        return out
+
+    def _chunk_ops(self, obj: dict, number: int) -> list:
+        out: list = []
+        error = obj.get("error")
+        if error:
+            out.append(ProviderError(number, error))
+        model = obj.get("model")
+        response_id = obj.get("id")
+        # Azure's first chunk has empty id/model/object; every chunk repeats them: emit on change only.
+        if (model and model != self._model) or (response_id and response_id != self._response_id):
+            if model:
+                self._model = model
+            if response_id:
+                self._response_id = response_id
+            out.append(Meta(number, model or None, response_id or None))
+        usage = obj.get("usage")
+        if usage and type(usage) is dict:
+            out.append(Usage(number, usage))
+        groq = obj.get("x_groq")
+        if groq and type(groq) is dict and type(groq.get("usage")) is dict:
+            out.append(Usage(number, groq["usage"]))
+        choices = obj.get("choices")
+        if choices and type(choices) is list:
+            for choice in choices:
+                if type(choice) is dict:
+                    self._choice(choice, number, out)
+        return out
+
+    def _choice(self, choice: dict, number: int, out: list) -> None:
+        index = choice.get("index")
+        if type(index) is not int:
+            index = 0
+        delta = choice.get("delta")
+        if delta and type(delta) is dict:
+            # A delta holds one or two of these keys: walk what is there rather than ask for each.
+            reasoning_seen = False
+            for key, value in delta.items():
+                if not value:
+                    continue
+                if key == "tool_calls":
+                    if type(value) is list:
+                        self._tool_calls(value, number, index, out)
+                elif key == "content":
+                    if type(value) is str:
+                        out.append(TextDelta(number, index, "text", value))
+                    elif type(value) is list:
+                        _content_parts(value, number, index, out)
+                elif key in _REASONING_KEYS:
+                    # Some servers send both names with the same text: read one.
+                    if type(value) is str and not reasoning_seen:
+                        reasoning_seen = True
+                        out.append(TextDelta(number, index, "reasoning", value))
+                elif key == "refusal":
+                    if type(value) is str:
+                        out.append(TextDelta(number, index, "refusal", value))
+                elif key == "function_call" and type(value) is dict:  # deprecated: no id, no index
+                    out.append(
+                        ToolCallDelta(number, index, None, None, value.get("name"), value.get("arguments"))
+                    )
+        reason = choice.get("finish_reason")
+        if reason and type(reason) is str:
+            out.append(Finish(number, index, reason))
+
+    def _tool_calls(self, entries: list, number: int, index: int, out: list) -> None:
+        for entry in entries:
+            if type(entry) is not dict:
+                self._warn.add(
+                    "malformed-event",
+                    f"event {number} has a tool_calls entry that is not an object",
+                    event=number,
+                    data=snippet(repr(entry).encode()),
+                )
+                continue
+            function = entry.get("function")
+            if type(function) is dict:
+                name = function.get("name")
+                arguments = function.get("arguments")
+            else:
+                name = arguments = None
+            call_index = entry.get("index")
+            if type(call_index) is not int:
+                call_index = None
+            out.append(ToolCallDelta(number, index, entry.get("id"), call_index, name, arguments))
 
 
-class _Choice:
-    __slots__ = ("by_id", "by_index", "calls")
+def _content_parts(parts: list, number: int, index: int, out: list) -> None:
+    # Mistral's Magistral streams content as typed parts: text, and thinking holding text parts.
+    for part in parts:
+        if type(part) is not dict:
+            continue
+        kind = part.get("type")
+        if kind == "text" and type(part.get("text")) is str and part["text"]:
+            out.append(TextDelta(number, index, "text", part["text"]))
+        elif kind == "thinking":
+            for inner in as_list(part.get("thinking")):
+                if type(inner) is dict and type(inner.get("text")) is str and inner["text"]:
+                    out.append(TextDelta(number, index, "reasoning", inner["text"]))
 
-    def __init__(self) -> None:
-        self.calls: list[_Call] = []
-        self.by_id: dict[str, _Call] = {}
-        self.by_index: dict[int, _Call] = {}
+
+# -- rewriting -----------------------------------------------------------------------------------------------
 
 
 class CallRouter:
-    """Identity routing of tool-call entries, per choice (the rules of ``Assembly._route``)."""
+    """Identity routing of tool-call entries, per choice: the assembly's own rules (``Assembly.route``),
+    on an assembly that keeps no text."""
 
-    __slots__ = ("_choices", "count")
+    __slots__ = ("_assembly",)
 
     def __init__(self) -> None:
-        self._choices: dict[int, _Choice] = {}
-        self.count = 0  # calls routed so far, every choice (the rewriter's calls cap reads it)
+        self._assembly = Assembly(WarningLog(), [], max_calls=sys.maxsize)
 
-    def route(self, choice: int, entry: dict) -> tuple[_Call | None, bool]:
-        state = self._choices.get(choice)
-        if state is None:
-            state = self._choices[choice] = _Choice()
-        call_id = real_id(entry.get("id"))
+    @property
+    def count(self) -> int:
+        """Calls routed so far, every choice (the rewriter's calls cap reads it)."""
+        return self._assembly.calls_total
+
+    def route(self, choice: int, entry: dict):
+        """(the call, whether this entry opened it), or (None, False) for an entry no call can claim."""
         index = entry.get("index")
-        if type(index) is not int:
-            index = None
-        if call_id is not None:
-            call = state.by_id.get(call_id)
-            if call is not None:
-                return call, False
-            return self._new(state, call_id, index), True
-        if index is not None:
-            call = state.by_index.get(index)
-            if call is not None:
-                return call, False
-        elif len(state.calls) == 1:
-            return state.calls[0], False
-        if _name(entry):
-            return self._new(state, None, index), True
-        return None, False
-
-    def _new(self, state: _Choice, call_id: str | None, index: int | None) -> _Call:
-        self.count += 1
-        call = _Call(len(state.calls), call_id, index)
-        state.calls.append(call)
-        if call_id is not None:
-            state.by_id[call_id] = call
-        if index is not None:
-            state.by_index[index] = call
-        return call
+        op = ToolCallDelta(
+            0, choice, entry.get("id"), index if type(index) is int else None, _name(entry), None
+        )
+        return self._assembly.route(op)
 
 
 def _name(entry: dict) -> str | None:
@@ -326,7 +448,7 @@ class ChatEdits:
         return head
 
     @staticmethod
-    def _repeat_identity(entry: dict, call: _Call) -> bool:
+    def _repeat_identity(entry: dict, call) -> bool:
         if call.id is None or not call.name:
             return False
         function = entry.get("function")
@@ -343,7 +465,7 @@ class ChatEdits:
         return True
 
     @staticmethod
-    def _collide_index(entry: dict, call: _Call) -> bool:
+    def _collide_index(entry: dict, call) -> bool:
         if entry.get("index") == 0 and entry.get("id") == call.id:
             return False
         rest = {k: v for k, v in entry.items() if k not in ("index", "id")}
@@ -395,7 +517,7 @@ class Reindex:
                 unit.rewrite(i, obj)
         return [unit]
 
-    def _drop_repeats(self, entry: dict, call: _Call) -> bool:
+    def _drop_repeats(self, entry: dict, call) -> bool:
         dropped = False
         if call.id is not None and entry.get("id") == call.id:
             del entry["id"]
@@ -412,3 +534,72 @@ class Reindex:
 def _grown(current: str | None, piece: str) -> str:
     """A call's name after one more piece, as a correct client grows it (FORMATS.md rule 4)."""
     return piece if not current or piece.startswith(current) else current + piece
+
+
+# -- requests ------------------------------------------------------------------------------------------------
+
+
+def request_tools(request: dict) -> dict | None:
+    """``tools[].function`` (and ``custom``), and the legacy ``functions``. Cohere and Ollama share it."""
+    tools = request.get("tools")
+    if tools is None and "functions" not in request:
+        return None  # tools may come from elsewhere (a gateway, a saved prompt): nothing to check
+    declared: dict = {}
+    for tool in tools if type(tools) is list else ():
+        if type(tool) is not dict:
+            continue
+        for key in ("function", "custom"):
+            inner = tool.get(key)
+            if type(inner) is dict:
+                declare(declared, inner, inner.get("parameters"))
+    for function in request.get("functions") or ():
+        if type(function) is dict:
+            declare(declared, function, function.get("parameters"))
+    return declared
+
+
+def request_parallel(request: dict) -> bool | None:
+    return False if request.get("parallel_tool_calls") is False else None
+
+
+def request_forced(request: dict) -> str | None:
+    choice = request.get("tool_choice")
+    return named(choice.get("function")) if type(choice) is dict else None
+
+
+def request_echoes(request: dict, add_call, add_result) -> None:
+    """``messages[].tool_calls`` and the ``tool_call_id`` of tool results. Cohere and Ollama share it."""
+    for turn, message in enumerate(message_list(request, "messages"), 1):
+        for entry in message.get("tool_calls") or ():
+            if type(entry) is dict:
+                function = entry.get("function") if type(entry.get("function")) is dict else {}
+                add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
+        if type(message.get("tool_call_id")) is str:
+            add_result(message["tool_call_id"])
+
+
+def _sniff(event, obj) -> bool:
+    return obj is not None and ("choices" in obj or obj.get("object") == "chat.completion.chunk")
+
+
+FORMAT = WireFormat(
+    name="openai-chat",
+    dialect=ChatCompletionsDialect,
+    framings=("sse",),
+    # OpenAI (/v1/...), Azure (/openai/deployments/{d}/...), OpenRouter (/api/v1/...), Gemini's
+    # OpenAI-compatible endpoint (/v1beta/openai/...), Groq (/openai/v1/...), DeepSeek, local servers.
+    paths=((r"/chat/completions$", False),),
+    sniff=_sniff,
+    sniff_message=lambda obj: obj.get("object") == "chat.completion",
+    tools=request_tools,
+    parallel=request_parallel,
+    forced=request_forced,
+    echoes=request_echoes,
+    rewrite=RewriteSupport(
+        key="id and index",
+        keys=lambda purpose: IndexKeys() if purpose == "interleave" else CallKeys(),
+        split_final=split_final,
+        edits=lambda split, repeat, collide, counts: ChatEdits(split, repeat, collide, counts),
+        reindex=lambda counts: Reindex(counts),
+    ),
+)

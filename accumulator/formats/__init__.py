@@ -1,0 +1,152 @@
+"""The registry of wire formats: one module each (``base.WireFormat`` is the contract), and every table
+built from them: the paths, recognising a body from its first bytes, reading a request.
+
+Adding a format is one module here plus its line in ``_MODULES``; nothing else in the core names one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..framing import MALFORMED, parse_json
+from ..framing.eventstream import EventStreamDecoder
+from ..framing.ndjson import NdjsonDecoder
+from ..framing.sse import SseDecoder
+from . import (
+    anthropic,
+    bedrock_converse,
+    bedrock_invoke,
+    cohere,
+    gemini,
+    ollama,
+    openai_chat,
+    openai_responses,
+)
+from .base import RewriteSupport, WireFormat, framings_allowed
+
+# In this order paths are tried and first bytes asked about: the first format that claims them wins.
+_MODULES = (
+    openai_chat,
+    openai_responses,
+    anthropic,
+    gemini,
+    bedrock_converse,
+    bedrock_invoke,
+    cohere,
+    ollama,
+)
+FORMATS: dict[str, WireFormat] = {module.FORMAT.name: module.FORMAT for module in _MODULES}
+DEFAULT_FORMAT = _MODULES[0].FORMAT.name  # what a body is read as when no format is named
+
+SNIFF_BYTES = 64 * 1024  # how much of a body is held, at most, to recognise its format
+_SNIFF_EVENTS = 8
+_PATHS: tuple[tuple[re.Pattern, str, bool], ...] = tuple(
+    (pattern, wire.name, always) for wire in FORMATS.values() for pattern, always in wire.compiled_paths
+)
+# Each framing's decoder, to read the first events of a body of unknown format.
+_SNIFF_DECODERS = {"sse": SseDecoder, "ndjson": NdjsonDecoder, "eventstream": EventStreamDecoder}
+
+
+def get(name: str) -> WireFormat:
+    """The format of this name; ValueError names the known ones."""
+    wire = FORMATS.get(name)
+    if wire is None:
+        raise ValueError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
+    return wire
+
+
+def path_format(path: str) -> tuple[str, bool] | None:
+    """(format, the path always streams) for an LLM API path, or None. Costs a few regex searches."""
+    bare = path.split("?", 1)[0].rstrip("/")
+    for pattern, name, always in _PATHS:
+        if pattern.search(bare):
+            return name, always
+    return None
+
+
+def sniff_format(head: bytes) -> str | None:
+    """The format of a stream from its first bytes, or None when they are none we read (yet)."""
+    if not head.lstrip(b"\xef\xbb\xbf \t\r\n"):
+        return None
+    if head[:1] == b"\x00" and len(head) < 12:
+        return None  # not even one AWS prelude yet
+    allowed = framings_allowed(head)
+    candidates = [wire for wire in FORMATS.values() if any(f in allowed for f in wire.framings)]
+    if allowed == ("jsonarray",) and len(candidates) == 1:
+        return candidates[0].name  # only one format writes a JSON array progressively
+    decoder = _SNIFF_DECODERS.get(allowed[0])
+    if decoder is None:
+        return None
+    for event in decoder().feed(head[:SNIFF_BYTES])[:_SNIFF_EVENTS]:
+        obj = None
+        if event.data and event.data != b"[DONE]" and event.kind == "event":
+            value, _ = parse_json(event.data)
+            obj = value if value is not MALFORMED and type(value) is dict else None
+        for wire in candidates:
+            if wire.sniff(event, obj):
+                return wire.name
+    return None
+
+
+def sniff_message(body: bytes) -> str | None:
+    """The format of a whole non-streamed (JSON) response body, or None."""
+    obj, _ = parse_json(body.strip())
+    if type(obj) is not dict:
+        return None
+    return next((wire.name for wire in FORMATS.values() if wire.sniff_message(obj)), None)
+
+
+def _readers(format: str | None, attribute: str) -> list:
+    """One format's request reader, or every distinct one (formats that share a shape share a reader)."""
+    wires = [get(format)] if format is not None else FORMATS.values()
+    return list(dict.fromkeys(getattr(wire, attribute) for wire in wires))
+
+
+def request_tools(request: dict, format: str | None = None) -> dict | None:
+    """Declared tool name -> JSON schema (or None), in the shape of ``format`` (None: any shape); None when
+    the request declares no tools at all (they may come from a gateway: nothing to check)."""
+    found = [tools for read in _readers(format, "tools") if (tools := read(request)) is not None]
+    if not found:
+        return None
+    declared: dict = {}
+    for tools in found:
+        for name, schema in tools.items():
+            if declared.get(name) is None:
+                declared[name] = schema
+    return declared
+
+
+def request_parallel(request: dict, format: str | None = None) -> bool | None:
+    return False if any(read(request) is False for read in _readers(format, "parallel")) else None
+
+
+def request_forced(request: dict, format: str | None = None) -> str | None:
+    return next((name for read in _readers(format, "forced") if (name := read(request))), None)
+
+
+def request_echoes(request: dict, add_call, add_result, format: str | None = None) -> None:
+    for read in _readers(format, "echoes"):
+        read(request, add_call, add_result)
+
+
+def rewrite_support(name: str) -> RewriteSupport | None:
+    wire = FORMATS.get(name)
+    return None if wire is None else wire.rewrite
+
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "SNIFF_BYTES",
+    "RewriteSupport",
+    "WireFormat",
+    "get",
+    "path_format",
+    "request_echoes",
+    "request_forced",
+    "request_parallel",
+    "request_tools",
+    "rewrite_support",
+    "sniff_format",
+    "sniff_message",
+]

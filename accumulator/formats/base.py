@@ -1,0 +1,226 @@
+"""The contract every wire format fulfils, written once: ``WireFormat`` (what a format module declares) and
+``RewriteSupport`` (what the rewriter needs of its events); and what the dialects share (decoding an
+event's payload with warnings, AWS frame kinds, small value helpers)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..framing import MALFORMED, parse_json
+from ..ops import ProviderError
+from ..warnings import WarningLog
+
+_SNIPPET = 200
+
+# The framings a body comes in (accumulator.framing): "sse", "ndjson", "jsonarray", "eventstream".
+FRAMINGS = ("sse", "ndjson", "jsonarray", "eventstream")
+
+
+def _never(*_args) -> bool:
+    return False
+
+
+def _none(_request: dict) -> None:
+    return None
+
+
+def _no_echoes(_request: dict, _calls, _results) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteSupport:
+    """What the rewriter (``accumulator.rewrite``) needs to know of a format's events.
+
+    ``key``: how a fragment names its call (said when a rewrite does not apply). ``whole``: where every
+    call arrives whole (no fragment to move: only ``rechunk`` applies), else None. ``name_whole_in``: the
+    event that carries a call's whole name (no ``split-names``). The factories build fresh per-stream
+    stages: ``keys(purpose)`` a classifier for the ``interleave`` or ``serialize`` reorderer (unit ->
+    (role, key), roles from ``rewrite.reorder``); ``split_final(unit)`` cuts a unit that carries both
+    fragments and a finish; ``edits(split, repeat, collide, counts)`` the injections that edit events;
+    ``reindex(counts)`` the reindex repair; ``fixups(counts)`` the stage that keeps a rewritten stream
+    valid (renumbering, say). None where the format has no such thing.
+    """
+
+    key: str = ""
+    whole: str | None = None
+    name_whole_in: str | None = None
+    keys: Callable | None = None
+    split_final: Callable | None = None
+    edits: Callable | None = None
+    reindex: Callable | None = None
+    fixups: Callable | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WireFormat:
+    """Everything toolcall-lens knows about one wire format. Each module under ``formats/`` builds one,
+    named ``FORMAT``; the registry (``formats/__init__.py``) builds every table from them, so no other
+    module names a format.
+
+    - ``name``: the result's ``format``.
+    - ``dialect``: the class that turns framed events into operations (``ops``) and reads the
+      non-streamed response of the same API (``message_ops``).
+    - ``framings``: the framings its streams come in, the usual one first. With several, the first bytes
+      decide (``framing_for``).
+    - ``paths``: (regex searched in the path without its query, whether that path always streams); the
+      registry tries every format's in order, first match wins.
+    - ``sniff(event, obj)``: whether one framed event of an unknown stream (``obj`` its JSON object, or
+      None) is surely this format's. ``sniff_message(obj)``: the same for a whole non-streamed body.
+    - Request reading, each on a decoded request body: ``tools`` (declared name -> JSON schema or None;
+      None when the request has no tools in this format's shape), ``parallel`` (False: parallel calls
+      turned off), ``forced`` (the tool forced by name), ``echoes(request, add_call, add_result)`` (the
+      assistant calls it echoes back, in order, with their turn, and the ids its tool results answer).
+    - ``rewrite``: what the rewriter needs, or None.
+    """
+
+    name: str
+    dialect: type
+    framings: tuple[str, ...]
+    paths: tuple[tuple[str, bool], ...] = ()
+    sniff: Callable = _never
+    sniff_message: Callable = _never
+    tools: Callable = _none
+    parallel: Callable = _none
+    forced: Callable = _none
+    echoes: Callable = _no_echoes
+    rewrite: RewriteSupport = field(default_factory=RewriteSupport)
+    compiled_paths: tuple = ()
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.framings if f not in FRAMINGS]
+        if not self.framings or unknown:
+            raise ValueError(f"{self.name}: framings {self.framings!r}; known: {FRAMINGS}")
+        object.__setattr__(
+            self, "compiled_paths", tuple((re.compile(pattern), always) for pattern, always in self.paths)
+        )
+
+    @property
+    def needs_head(self) -> bool:
+        """Whether its framing is told by the first bytes (several framings) rather than known at once."""
+        return len(self.framings) > 1
+
+    def framing_for(self, head: bytes) -> str:
+        """The framing of a body that starts with ``head``: the first of its framings the first
+        non-blank byte allows (``[`` or ``{`` a JSON framing, a NUL an AWS frame, anything else SSE)."""
+        if len(self.framings) == 1:
+            return self.framings[0]
+        allowed = framings_allowed(head)
+        return next((f for f in self.framings if f in allowed), self.framings[0])
+
+
+def framings_allowed(head: bytes) -> tuple[str, ...]:
+    """The framings a body starting with ``head`` may be in, from its first non-blank byte."""
+    if head[:1] == b"\x00":
+        return ("eventstream",)
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if first == b"[":
+        return ("jsonarray",)
+    if first == b"{":
+        return ("ndjson", "jsonarray")
+    return ("sse",)
+
+
+class JsonDialect:
+    """Base of the dialects: one per format, turning its events into normalized operations."""
+
+    # What a call with no argument text amounts to: "" where arguments are a string the client gets
+    # as is (Chat, Responses, Cohere); "{}" where they are an object (Anthropic input, Bedrock, Gemini).
+    empty_arguments = ""
+    # Whether calls stream in fragments a client must route (else every call arrives whole and the
+    # hazard strategies have nothing to get wrong).
+    fragments = True
+
+    def __init__(self, warnings: WarningLog) -> None:
+        self._warn = warnings
+
+    def ops(self, event, number: int) -> list:
+        raise NotImplementedError
+
+    def message_ops(self, body: bytes) -> list:
+        """A non-streamed response of the same API, as the operations of a one-event stream."""
+        raise NotImplementedError
+
+    def finish(self, number: int) -> list:
+        """Operations still held when the input ends (a dialect that assembles values itself)."""
+        return []
+
+    def _load(self, data: bytes, number: int) -> dict | None:
+        obj, bad_utf8 = parse_json(data)
+        if bad_utf8:
+            self._warn.add("invalid-utf8", f"event {number} holds bytes that are not UTF-8", event=number)
+        if obj is MALFORMED or type(obj) is not dict:
+            self._malformed(number, data)
+            return None
+        return obj
+
+    def _malformed(self, number: int, data: bytes, why: str = "is not a JSON object") -> None:
+        self._warn.add(
+            "malformed-event", f"event {number} {why}: {snippet(data)}", event=number, data=snippet(data)
+        )
+
+
+class EventStreamDialect(JsonDialect):
+    """A dialect of the AWS binary event stream: frame kinds (exceptions, bad frames) are read here, an
+    event frame's JSON payload by ``frame_ops``."""
+
+    empty_arguments = "{}"  # tool input is an object (a no-argument call streams input "")
+
+    def ops(self, event, number: int) -> list:
+        if event.kind == "event":
+            obj = self._load(event.data, number)
+            return [] if obj is None else self.frame_ops(event.type, obj, number)
+        if event.kind == "malformed":
+            self._malformed(number, event.data, "is not a valid frame")
+            return []
+        # An exception or error frame: the stream ends there.
+        obj = self._load(event.data, number) if event.data[:1] == b"{" else None
+        return [
+            ProviderError(
+                number, {"type": event.type, **(obj or {"message": event.data.decode(errors="replace")})}
+            )
+        ]
+
+    def frame_ops(self, event_type: str | None, obj: dict, number: int) -> list:
+        raise NotImplementedError
+
+
+def as_int(value) -> int | None:
+    return value if type(value) is int else None
+
+
+def as_str(value) -> str | None:
+    return value if type(value) is str else None
+
+
+def as_list(value) -> list | tuple:
+    return value if type(value) is list else ()
+
+
+def as_dict(value) -> dict:
+    return value if type(value) is dict else {}
+
+
+def snippet(data: bytes) -> str:
+    text = data[: _SNIPPET * 4].decode("utf-8", "replace")
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
+
+
+def declare(declared: dict, obj: dict, schema) -> None:
+    """Record a declared tool: its name, with its JSON schema (the first one given wins)."""
+    name = obj.get("name")
+    if type(name) is str and (name not in declared or declared[name] is None):
+        declared[name] = schema if type(schema) is dict else None
+
+
+def named(obj) -> str | None:
+    """``obj["name"]`` when ``obj`` is an object with a string name."""
+    return obj["name"] if type(obj) is dict and type(obj.get("name")) is str else None
+
+
+def message_list(request: dict, key: str) -> list:
+    """The conversation a request carries under ``key`` (a list of objects), else empty."""
+    items = request.get(key)
+    return [m for m in items if type(m) is dict] if type(items) is list else []

@@ -1,0 +1,111 @@
+"""The addon's options, declared once (``add_options`` in ``load``), and the frozen ``Settings`` parsed
+from them once per change (in ``configure``): every flow reads those, never the options themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mitmproxy import exceptions
+
+from accumulator import DEFAULT_LIMITS, STRATEGIES, Limits
+from accumulator.echo import DEFAULT_INDEX_SIZE
+from accumulator.rewrite import INJECTIONS, REPAIRS
+
+# name, type, default, help; the name is "toolcall_lens_" + name.
+OPTIONS: tuple[tuple[str, type, object, str], ...] = (
+    ("marker", str, ":warning:",
+     "Marker set on LLM flows with a warning of severity 'warning' (an emoji shortcode); empty: none."),
+    ("body_cap", int, 16 * 1024 * 1024,
+     "Bytes of each streamed LLM response body kept on the flow (for mitmweb and -w dumps); 0: none."),
+    ("event_cap", int, DEFAULT_LIMITS.max_event_bytes,
+     "Largest single stream event analysed, in bytes; a larger one is dropped with a warning."),
+    ("decoded_cap", int, DEFAULT_LIMITS.max_decoded_bytes,
+     "Bytes of each LLM response body analysed (after decompression); the rest passes unread, with a warning."),
+    ("max_calls", int, DEFAULT_LIMITS.max_calls,
+     "Tool calls rebuilt per LLM response; later ones are counted, not kept, with a warning."),
+    ("argument_cap", int, DEFAULT_LIMITS.max_argument_chars,
+     "Argument characters kept per tool call; the rest is not kept and the call is marked truncated."),
+    ("inject", Sequence[str], [],
+     (f"Hostile shapes sent to clients on purpose, a test bench: any of {', '.join(INJECTIONS)}. "
+      "LLM streams only; off by default.")),
+    ("repair", Sequence[str], [],
+     f"Streams made safe for fragile clients: any of {', '.join(REPAIRS)}. LLM streams only; off by default."),
+    ("hosts", Sequence[str], [],
+     "Hosts whose LLM traffic is watched (glob patterns such as *.openai.azure.com); empty: all."),
+    ("strategies", Sequence[str], list(STRATEGIES),
+     f"Hazard strategies replayed on every stream (default: all: {', '.join(STRATEGIES)})."),
+    ("redact", bool, True,
+     ("Replace API keys (Authorization, x-api-key, api-key, x-goog-api-key, ?key=, AWS signatures) "
+      "in stored flows once the request has gone out.")),
+    ("jsonl", str, "",
+     "Append one JSON record per finished LLM flow to this file (result, URL, time, status, duration)."),
+    ("live_updates", int, 2,
+     "Updates per second of a running LLM stream's flow (mitmweb shows the calls as they grow); 0: none."),
+    ("index_size", int, DEFAULT_INDEX_SIZE,
+     "Tool calls remembered from recent responses (least recently used out), to check the client's echoes."),
+    ("stall_seconds", int, 10,
+     "A silence between two events of a stream longer than this many seconds gives a 'stalled' note; 0: never."),
+)  # fmt: skip
+PREFIX = "toolcall_lens_"
+
+
+def add_options(loader) -> None:
+    for name, kind, default, help in OPTIONS:
+        loader.add_option(PREFIX + name, kind, default, help)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a flow needs from the options, checked and built once."""
+
+    limits: Limits
+    body_cap: int
+    marker: str
+    hosts: tuple[str, ...]
+    inject: tuple[str, ...]
+    repair: tuple[str, ...]
+    redact: bool
+    live_every: float  # seconds between live updates of a running stream; 0: none
+    index_size: int
+    jsonl: str
+
+
+def parse(options) -> Settings:
+    """The settings these options give; OptionsError names the first one that is wrong."""
+    get = lambda name: getattr(options, PREFIX + name)
+    for name in ("body_cap", "live_updates", "index_size", "stall_seconds"):
+        if get(name) < 0:
+            raise exceptions.OptionsError(f"{PREFIX}{name} must be 0 or more")
+    for name in ("event_cap", "decoded_cap", "max_calls"):
+        if get(name) < 1:
+            raise exceptions.OptionsError(f"{PREFIX}{name} must be at least 1")
+    if get("argument_cap") < 0:
+        raise exceptions.OptionsError(f"{PREFIX}argument_cap must be 0 or more characters")
+    for name, known in (("strategies", STRATEGIES), ("inject", INJECTIONS), ("repair", REPAIRS)):
+        unknown = [value for value in get(name) if value not in known]
+        if unknown:
+            raise exceptions.OptionsError(f"{PREFIX}{name}: unknown {unknown}; known: {', '.join(known)}")
+    for pattern in get("hosts"):
+        if not pattern or any(c.isspace() for c in pattern):
+            raise exceptions.OptionsError(f"{PREFIX}hosts: bad host pattern {pattern!r}")
+    rate = get("live_updates")
+    return Settings(
+        limits=Limits(
+            strategies=tuple(get("strategies")),
+            max_event_bytes=get("event_cap"),
+            max_decoded_bytes=get("decoded_cap"),
+            max_calls=get("max_calls"),
+            max_argument_chars=get("argument_cap"),
+            stall_seconds=get("stall_seconds") or None,
+        ),
+        body_cap=get("body_cap"),
+        marker=get("marker"),
+        hosts=tuple(get("hosts")),
+        inject=tuple(get("inject")),
+        repair=tuple(get("repair")),
+        redact=get("redact"),
+        live_every=1.0 / rate if rate else 0.0,
+        index_size=get("index_size"),
+        jsonl=get("jsonl"),
+    )

@@ -1,0 +1,44 @@
+"""API keys out of stored flows: each credential replaced by a marker that keeps its first few characters,
+as soon as the request has gone out."""
+
+from __future__ import annotations
+
+from mitmproxy import http
+
+# Where API keys travel: headers, and query parameters (Gemini's ?key=, presigned AWS URLs).
+SECRET_HEADERS = (
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-amz-security-token",
+)
+SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
+REDACTED = "…[redacted]"
+
+
+def redact_credentials(flow: http.HTTPFlow) -> None:
+    """Replace the credentials of a stored request by a marker that keeps their first few characters."""
+    headers = flow.request.headers
+    for name in SECRET_HEADERS:
+        values = headers.get_all(name)
+        if values:
+            headers.set_all(name, [mask(value) for value in values])
+    query = flow.request.query
+    for name in SECRET_QUERY:
+        values = query.get_all(name)
+        if values:
+            query.set_all(name, [mask(value) for value in values])
+
+
+def mask(value: str) -> str:
+    if value.endswith(REDACTED):
+        return value
+    scheme, space, secret = value.partition(" ")
+    if not space or len(scheme) > 24:  # no auth scheme: the whole value is the secret
+        scheme, secret = "", value
+    else:
+        scheme += " "
+    keep = min(6, len(secret) // 4)
+    return f"{scheme}{secret[:keep]}{REDACTED}"

@@ -1,0 +1,212 @@
+"""The stream callables the addon sets on an LLM flow: ``StreamWatch`` (feeds the core, keeps the body,
+returns every chunk as it came) and ``RewriteWatch`` (the same, on a stream rewritten for the client).
+Each has one error boundary: whatever fails inside, the bytes keep flowing and the failure is recorded."""
+
+from __future__ import annotations
+
+import time
+
+from accumulator import StreamAccumulator, failure_result
+from accumulator.decoding import supported as encoding_supported
+from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
+from accumulator.rewrite.formats import skip_reason
+
+
+def describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except Exception:  # noqa: BLE001 - even a broken __str__ must not escape
+        return type(exc).__name__
+
+
+class StreamWatch:
+    """The stream callable of one flow: feeds the accumulator, keeps the body, returns every chunk as is.
+
+    It must never raise (mitmproxy would drop the chunk): a failure inside the analysis is recorded,
+    analysis of this flow stops, and the bytes keep flowing.
+    """
+
+    __slots__ = (
+        "accumulator",
+        "body_cap",
+        "chunks",
+        "failure",
+        "format",
+        "inner",
+        "kept",
+        "next_progress",
+        "on_progress",
+        "progress_every",
+        "rewrite_note",
+        "seen",
+    )
+
+    def __init__(
+        self,
+        accumulator: StreamAccumulator,
+        format: str | None,
+        body_cap: int,
+        inner=None,
+        on_progress=None,
+        progress_every: float = 0.0,
+    ) -> None:
+        self.accumulator = accumulator
+        self.on_progress = on_progress  # called with the watch, at most every ``progress_every`` seconds
+        self.progress_every = progress_every
+        self.next_progress = 0.0
+        self.format = format
+        self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
+        self.inner = inner  # a stream callable another addon set before us, still honoured
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.seen = 0
+        self.failure: str | None = None
+        self.rewrite_note: dict | None = None  # a rewrite was asked for and did not apply: why
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if self.inner is not None:
+            chunk = self.inner(chunk)
+        try:
+            if chunk:
+                self.seen += len(chunk)
+                if self.kept < self.body_cap:
+                    room = self.body_cap - self.kept
+                    self.chunks.append(chunk if len(chunk) <= room else chunk[:room])
+                    self.kept += min(len(chunk), room)
+                if self.failure is None:
+                    now = time.time()
+                    self.accumulator.feed(chunk, now)
+                    if self.on_progress is not None and now >= self.next_progress:
+                        self.next_progress = now + self.progress_every
+                        self.on_progress(self)
+        except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
+            self.failure = describe(exc)
+        return chunk
+
+    def finish(self) -> tuple[dict | None, bytes]:
+        """The result (None: not an LLM stream after all) and the kept body. Never raises."""
+        try:
+            if self.failure is None:
+                if self.seen > self.kept and self.body_cap:
+                    self.accumulator.note(
+                        "body-truncated",
+                        f"the flow keeps the first {self.kept} of {self.seen} bytes (toolcall_lens_body_cap)",
+                        kept=self.kept,
+                        seen=self.seen,
+                    )
+                result = self.accumulator.finish(time.time())
+            else:
+                result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
+            if result is not None and self.rewrite_note is not None:
+                result["rewrite"] = self.rewrite_note
+        except Exception as exc:  # noqa: BLE001
+            result = failure_result(self._format_name(), describe(exc), nbytes=self.seen)
+        return result, b"".join(self.chunks)
+
+    def _format_name(self) -> str:
+        return self.accumulator.format or self.format or "unknown"
+
+
+class RewriteWatch:
+    """The stream callable of a flow whose stream is rewritten (``toolcall_lens_inject`` / ``_repair``).
+
+    The upstream's bytes feed ``upstream`` (what the provider sent) and the rewriter; the rewriter's
+    pieces go to ``client``, a StreamWatch (what the client gets: its body kept, its analysis the flow's
+    result), and to the client. Never raises: if rewriting fails, the bytes pass as they came.
+    """
+
+    __slots__ = ("client", "failure", "inner", "rewriter", "upstream", "upstream_failure")
+
+    def __init__(self, upstream: StreamAccumulator, rewriter: StreamRewriter, client: StreamWatch) -> None:
+        self.upstream = upstream
+        self.rewriter = rewriter
+        self.client = client
+        # A stream callable another addon set before us sees the upstream's bytes, as it would without us.
+        self.inner, client.inner = client.inner, None
+        self.failure: str | None = None  # the rewriting failed: the bytes pass as they come
+        self.upstream_failure: str | None = None  # only the upstream's analysis failed: rewriting goes on
+
+    @property
+    def accumulator(self) -> StreamAccumulator:
+        return self.client.accumulator
+
+    @property
+    def body_cap(self) -> int:
+        return self.client.body_cap
+
+    def __call__(self, chunk: bytes) -> list[bytes]:
+        if self.inner is not None:
+            chunk = self.inner(chunk)
+        if self.failure is not None:
+            return [chunk] if chunk else []
+        try:
+            if chunk:
+                if self.upstream_failure is None:
+                    try:
+                        self.upstream.feed(chunk, time.time())
+                    except Exception as exc:  # noqa: BLE001 - held fragments must still leave in order
+                        self.upstream_failure = describe(exc)
+                pieces = self.rewriter.feed(chunk)
+            else:  # the normal end: whatever is still held goes now
+                pieces = self.rewriter.finish()
+            for piece in pieces:
+                self.client(piece)
+            return pieces  # never an empty piece: to mitmproxy an empty chunk ends a chunked body
+        except Exception as exc:  # noqa: BLE001 - the bytes must reach the client whatever happened
+            self.failure = describe(exc)
+            return [chunk] if chunk else []
+
+    def finish(self) -> tuple[dict | None, bytes]:
+        """The client's result, with what was rewritten and how the upstream's stream compares. Never raises."""
+        result, body = self.client.finish()
+        try:
+            upstream = self.upstream.finish(time.time()) if self.upstream_failure is None else None
+            report = self.rewriter.report()
+            if self.failure is not None:
+                report["failure"] = self.failure
+            if self.upstream_failure is not None:
+                report["upstream_failure"] = self.upstream_failure
+            if result is not None and upstream is not None:
+                report["upstream"] = {
+                    "calls_same": _calls(upstream) == _calls(result),
+                    "complete": upstream["complete"],
+                    "warnings": list(dict.fromkeys(w["code"] for w in upstream["warnings"])),
+                    "compatibility": {name: v["verdict"] for name, v in upstream["compatibility"].items()},
+                }
+            if result is not None:
+                result["rewrite"] = report
+        except Exception as exc:  # noqa: BLE001
+            if result is not None:
+                result["rewrite"] = {"failure": describe(exc)}
+        return result, body
+
+
+def _calls(result: dict) -> list:
+    return [
+        [(c["id"], c["name"], c["arguments"]) for c in choice["tool_calls"]] for choice in result["choices"]
+    ]
+
+
+def rewrite_plan(format: str | None, encoding: str, inject, repair) -> tuple[bool, dict | None]:
+    """Whether to rewrite a stream of ``format`` (None: told by its bytes) under ``encoding``, and when a
+    rewrite was asked for and will not happen (or only in part), the note that says why: the ``rewrite``
+    entry of its result, ``skipped`` naming each transformation with its reason."""
+    asked = [*inject, *repair]
+    if not asked:
+        return False, None
+    if format is None:
+        reason = "the stream's format was told by its bytes, not its path: it is watched, never rewritten"
+    elif encoding.strip() and not encoding_supported(encoding):
+        reason = f"unsupported Content-Encoding {encoding!r}: the body passes as it is"
+    else:
+        reasons = {name: skip_reason(format, name) for name in asked}
+        if any(reason is None for reason in reasons.values()):
+            return True, None  # the rewriter's own report lists what it skipped
+        return False, _note(format, [{"name": name, "reason": reason} for name, reason in reasons.items()])
+    return False, _note(format, [{"name": name, "reason": reason} for name in asked])
+
+
+def _note(format: str | None, skipped: list[dict]) -> dict:
+    order = {name: n for n, name in enumerate((*INJECTIONS, *REPAIRS))}
+    skipped.sort(key=lambda entry: order.get(entry["name"], len(order)))
+    return {"format": format, "inject": [], "repair": [], "skipped": skipped}
