@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 
 from .ops import (
-    PLACEHOLDER_IDS,
     Finish,
     Meta,
     ProviderError,
@@ -133,8 +132,12 @@ class Assembly:
         self.errors: list = []
         self.ended = False  # the format's own end marker was seen
         self.now: float | None = None  # arrival time of the events being applied, when a clock is given
-        # Hazard strategy families still asleep, and the strategies awake (see _tool_delta).
-        self.dormant: set[str] = {strategy.family for strategy in strategies}
+        # The strategies asleep, grouped by their rule (``Strategy.agrees``) so that a rule several
+        # strategies share is asked once per delta; and the strategies awake (see _tool_delta).
+        self.sleeping: dict = {}  # rule -> the strategies asleep that follow it
+        for strategy in strategies:
+            self.sleeping.setdefault(strategy.agrees, []).append(strategy)
+        self.dormant: tuple = tuple(self.sleeping)  # their rules, asked on every tool-call delta
         self.awake: list = []
         self.first_token: tuple[int, float | None] | None = None  # (event, time) of the first text or call
 
@@ -178,16 +181,13 @@ class Assembly:
         index_taken = bool(dormant) and op.index in state.by_index
         call, created = self._route(state, op)
         if dormant:
-            # A hazard strategy sleeps while every delta is one it surely routes as identity routing
-            # does (then its calls are identity's: nothing to simulate). At the first delta it might
-            # route elsewhere it wakes, takes a copy of identity's calls as they were before this
+            # A hazard strategy sleeps while its own rule says it surely routes every delta as identity
+            # routing does (then its calls are identity's: nothing to simulate). At the first delta it
+            # might route elsewhere it wakes, takes a copy of identity's calls as they were before this
             # delta, and from then on replays every delta itself.
-            if "recency" in dormant and (call is None or not _recency_agrees(op, call, created, state)):
-                self._wake("recency", call if created else None)
-            if "index" in dormant and (
-                call is None or not _index_keyed_agree(op, call, created, index_taken, state)
-            ):
-                self._wake("index", call if created else None)
+            for agrees in dormant:
+                if not agrees(op, call, created, index_taken, state):
+                    self._wake(agrees, call if created else None)
         if self.first_token is None:
             self.first_token = (op.event, self.now)
         if call is None:
@@ -240,12 +240,12 @@ class Assembly:
             )
         return text[: call.room]
 
-    def _wake(self, family: str, just_created: ToolCall | None) -> None:
-        self.dormant.discard(family)
-        for strategy in self.strategies:
-            if strategy.family == family:
-                strategy.seed(self.choices, just_created)
-                self.awake.append(strategy)
+    def _wake(self, agrees, just_created: ToolCall | None) -> None:
+        # A new tuple, not an edit: _tool_delta is still iterating over the old one.
+        self.dormant = tuple(rule for rule in self.dormant if rule is not agrees)
+        for strategy in self.sleeping.pop(agrees):
+            strategy.seed(self.choices, just_created)
+            self.awake.append(strategy)
 
     def awake_strategies(self) -> set[str]:
         """The strategies that ran; the others rebuilt the identity result exactly."""
@@ -348,38 +348,6 @@ class Assembly:
 
 def _created(call: ToolCall | None) -> tuple[ToolCall | None, bool]:
     return call, call is not None
-
-
-def _starts_cleanly(op: ToolCallDelta, index_taken: bool) -> bool:
-    # A call opening with a name, a real id (or none) and an index no call holds: every rule opens it.
-    name, call_id = op.name, op.id
-    return (
-        not index_taken
-        and type(name) is str
-        and name != ""
-        and (call_id is None or (type(call_id) is str and call_id not in PLACEHOLDER_IDS))
-    )
-
-
-def _recency_agrees(op: ToolCallDelta, call: ToolCall, created: bool, state) -> bool:
-    """Whether recency surely routes this delta as identity routing did (a false no costs a replay)."""
-    if op.whole:
-        return False
-    if created:
-        return _starts_cleanly(op, False)
-    return not op.name and state.calls[-1] is call
-
-
-def _index_keyed_agree(op: ToolCallDelta, call: ToolCall, created: bool, index_taken: bool, state) -> bool:
-    """Whether every index-keyed strategy surely does: a clean start, or a bare continuation (no id, no
-    name, not even empty ones) naming its call's own index."""
-    if op.whole or op.index is None:
-        return False
-    if created:
-        return _starts_cleanly(op, index_taken)
-    return (
-        op.id is None and op.name is None and call.index == op.index and state.by_index.get(op.index) is call
-    )
 
 
 def error_text(error: Any) -> str:

@@ -4,13 +4,14 @@ Each strategy keeps its own call table per choice and sees every tool-call delta
 the wire sent (an id of ``""``, a missing index), after identity routing has applied it. It remembers
 the first event where its call differs from the identity call (another call, a mangled name or id), and
 at the end its calls are compared with the identity result. A strategy is a small class: a ``name``, the
-warning ``code`` it raises, a one-line ``rule``, the kind of client that follows it, and ``route()``.
+warning ``code`` it raises, a one-line ``rule``, the kind of client that follows it, ``route()``, and
+``agrees()``: when it surely routes a delta as identity routing did, so that it need not be replayed.
 """
 
 from __future__ import annotations
 
 from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, fragment_text
-from .ops import ToolCallDelta
+from .ops import PLACEHOLDER_IDS, ToolCallDelta
 
 
 class SimulatedCall:
@@ -58,11 +59,11 @@ class Table:
 
 
 class Strategy:
-    """Base: divergence bookkeeping and the final calls; subclasses decide ``route``."""
+    """Base: divergence bookkeeping and the final calls; subclasses decide ``route`` and, to be spared
+    replaying, ``agrees``."""
 
     name = ""
-    code = ""
-    family = "index"  # "recency" or "index": which cheap check tells whether it may need a replay
+    code = ""  # a code of the one catalogue (warnings.py), raised where its calls differ
     rule = ""  # one line: what the strategy does
     clients = ""  # one line: the kind of client that follows it
 
@@ -80,6 +81,18 @@ class Strategy:
     def route(self, op: ToolCallDelta, table: Table) -> tuple[SimulatedCall | None, bool]:
         """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
         raise NotImplementedError
+
+    @staticmethod
+    def agrees(op: ToolCallDelta, call, created: bool, index_taken: bool, state) -> bool:
+        """Whether this strategy surely routes ``op`` as identity routing did: into ``call`` (None: into
+        no call), a new one if ``created``, in ``state``, the choice's table after the delta;
+        ``index_taken``: a call held the delta's index before it. While every answer is yes the
+        strategy sleeps (its calls are identity's); at the first no it is replayed from there on.
+
+        A false no costs a replay, a false yes a false "ok": this default never agrees, so a strategy
+        that does not say is always replayed. A static method, so that the assembly asks a rule that
+        several strategies share once per delta."""
+        return False
 
     def seed(self, choices: dict, exclude) -> None:
         """Start from identity routing's calls (all but ``exclude``): until now this strategy would
@@ -146,12 +159,31 @@ def _has_name(op: ToolCallDelta) -> bool:
     return type(op.name) is str and op.name != ""
 
 
+def _starts_cleanly(op: ToolCallDelta, index_taken: bool) -> bool:
+    # A call opening with a name, a real id (or none) and an index no call holds: every rule opens it.
+    name, call_id = op.name, op.id
+    return (
+        not index_taken
+        and type(name) is str
+        and name != ""
+        and (call_id is None or (type(call_id) is str and call_id not in PLACEHOLDER_IDS))
+    )
+
+
 class RecencyStrategy(Strategy):
     name = "recency"
     code = "recency-misroute"
-    family = "recency"
     rule = "a delta with a function name starts a call, any other fragment goes to the latest call"
     clients = "gateways and hand-written accumulators (for example Bifrost before its fix)"
+
+    @staticmethod
+    def agrees(op, call, created, index_taken, state):
+        """A clean start, or a fragment without a name for the latest call."""
+        if call is None or op.whole:
+            return False
+        if created:
+            return _starts_cleanly(op, False)
+        return not op.name and state.calls[-1] is call
 
     def route(self, op, table):
         if _has_name(op):
@@ -164,7 +196,26 @@ class RecencyStrategy(Strategy):
         return call, created
 
 
-class IndexOnlyStrategy(Strategy):
+class IndexKeyedStrategy(Strategy):
+    """Base of the strategies that look calls up by index: they share one rule for when they agree."""
+
+    @staticmethod
+    def agrees(op, call, created, index_taken, state):
+        """A clean start, or a bare continuation (no id, no name, not even empty ones) naming its call's
+        own index."""
+        if call is None or op.whole or op.index is None:
+            return False
+        if created:
+            return _starts_cleanly(op, index_taken)
+        return (
+            op.id is None
+            and op.name is None
+            and call.index == op.index
+            and state.by_index.get(op.index) is call
+        )
+
+
+class IndexOnlyStrategy(IndexKeyedStrategy):
     name = "index-only"
     code = "index-only-misroute"
     rule = "calls keyed by index alone (a missing index counts as 0), later fragments merged in"
@@ -185,7 +236,7 @@ class IndexOnlyStrategy(Strategy):
         return call, created
 
 
-class IdThenIndexStrategy(Strategy):
+class IdThenIndexStrategy(IndexKeyedStrategy):
     name = "id-then-index"
     code = "id-then-index-misroute"
     rule = "match by id, then by index, else a new call if a name is present, else drop the fragment"
@@ -211,7 +262,7 @@ class IdThenIndexStrategy(Strategy):
         return call, created
 
 
-class FieldConcatStrategy(Strategy):
+class FieldConcatStrategy(IndexKeyedStrategy):
     name = "field-concat"
     code = "field-concat-misroute"
     rule = "merged by index, every string field concatenated: ids and names as well as arguments"
@@ -233,7 +284,7 @@ class FieldConcatStrategy(Strategy):
         return call, created
 
 
-class LastWinsStrategy(Strategy):
+class LastWinsStrategy(IndexKeyedStrategy):
     name = "last-wins"
     code = "last-wins-misroute"
     rule = "keyed by index, the latest non-null id and name overwrite the call's (empty strings included)"

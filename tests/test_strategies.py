@@ -6,6 +6,7 @@ import pytest
 from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import STRATEGIES, analyze
+from accumulator.strategies import Strategy
 
 SEQUENTIAL = sse(
     tool_chunk(call(0, "call_w", "get_weather", "")),
@@ -107,3 +108,36 @@ def test_whole_call_formats_are_not_applicable():
 def test_no_tool_calls_is_ok_for_everyone():
     result = analyze(sse(chunk(choice(0, content="hi")), chunk(choice(0, "stop"))), "openai-chat")
     assert {v["reason"] for v in result["compatibility"].values()} == {"no tool calls to rebuild"}
+
+
+class OneCallStrategy(Strategy):
+    """Deliberately broken, and it says nothing about when it may diverge: every delta into one call."""
+
+    name = "one-call"
+    code = "index-only-misroute"  # a catalogue code (warnings.py): this test adds no code of its own
+    rule = "every delta goes to the first call"
+
+    def route(self, op, table):
+        created = not table.calls
+        call = table.new(op.id, op.name) if created else table.calls[0]
+        call.append(op.arguments)
+        return call, created
+
+
+def test_a_new_strategy_that_says_nothing_is_replayed_never_a_false_ok(monkeypatch):
+    monkeypatch.setitem(STRATEGIES, OneCallStrategy.name, OneCallStrategy)
+    result = analyze(BREAKING["recency"], "openai-chat", strategies=("one-call", "recency"))
+    assert result["compatibility"]["one-call"]["verdict"] == "breaks"
+    misroutes = [w for w in result["warnings"] if w["code"] == "index-only-misroute"]
+    assert [w["strategy"] for w in misroutes] == ["one-call"]
+    assert [c["name"] for c in misroutes[0]["would_build"]] == ["search_circulars"]
+    # Replayed, it still agrees where it should: one call, nothing to put elsewhere.
+    one = sse(
+        tool_chunk(call(0, "call_w", "get_weather", "")),
+        tool_chunk(call(0, arguments='{"city": "Paris"}')),
+        chunk(choice(0, "tool_calls")),
+    )
+    assert analyze(one, "openai-chat", strategies=("one-call",))["compatibility"]["one-call"] == {
+        "verdict": "ok",
+        "reason": "rebuilds the same 1 call(s)",
+    }
