@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Ids that name no call: empty strings on continuation deltas (DashScope, LM Studio) and the string
-# "null" (mistralai SDK default, Mistral-hosted GLM). FORMATS.md Q4, Q25.
+# "null" (mistralai SDK default, Mistral-hosted GLM); docs/formats.md lists the quirks.
 PLACEHOLDER_IDS = frozenset(("", "null"))
 
 

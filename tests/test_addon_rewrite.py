@@ -186,3 +186,32 @@ def test_a_failing_upstream_analysis_does_not_stop_the_rewriting():
     assert b"".join(out) == b"".join([*rewriter.feed(body), *rewriter.finish()])
     rewrite = flow.metadata["toolcall_lens"]["rewrite"]
     assert "RuntimeError: boom" in rewrite["upstream_failure"] and "upstream" not in rewrite
+
+
+def test_a_rewrite_that_does_not_apply_says_so_on_the_flow_and_in_the_log(caplog):
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("gemini", "interleaved")
+    with taddons.context(lens) as tctx, caplog.at_level("INFO", logger="toolcall_lens"):
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = stream_flow("gemini", "interleaved")
+        out = run(lens, flow, body)
+    assert b"".join(out) == body  # untouched
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    assert (rewrite["inject"], rewrite["repair"]) == ([], [])
+    assert [entry["name"] for entry in rewrite["skipped"]] == ["interleave"]
+    assert "whole" in rewrite["skipped"][0]["reason"]
+    assert "rewritten: nothing applied" in flow.comment
+    assert any("not rewriting" in r.getMessage() and "interleave" in r.getMessage() for r in caplog.records)
+
+
+def test_rechunk_on_a_whole_call_format_counts_the_events_that_passed():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("gemini", "interleaved")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["rechunk"])
+        flow = stream_flow("gemini", "interleaved")
+        out = run(lens, flow, body, size=len(body))
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    events = flow.metadata["toolcall_lens"]["stats"]["events"]
+    assert b"".join(out) == body and len(out) > 1
+    assert rewrite["events_in"] == rewrite["events_out"] == events > 0

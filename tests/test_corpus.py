@@ -33,8 +33,8 @@ DEFECTS = {
     # Origin defect kept as-is: the response.created and response.completed lines are not valid JSON.
     "vercel_responses_parallel_wrapper.sse": {"malformed-event", "truncated-stream"},
 }
-# The hazard strategies each stream really breaks, from its documented wire quirk (FORMATS.md section
-# 11): every other strategy must rebuild it exactly, so a flag there would be a false alarm.
+# The hazard strategies each stream really breaks, from its documented wire quirk (docs/routing.md,
+# the hazard strategies): every other strategy must rebuild it exactly, so a flag there would be a false alarm.
 HAZARDS = {
     # Q4: continuation deltas carry id "" / name "": a client that lets them overwrite loses the id/name.
     "vercel_alibaba_qwen_empty_id.sse": {"last-wins"},

@@ -522,7 +522,7 @@ def test_main_rejects_a_negative_delay(capsys):
 
 # == every wire format ======================================================================================
 
-EXAMPLES = Path(__file__).parent / "data" / "fake"  # copies of FORMATS.md §4 and §7 reference streams
+EXAMPLES = Path(__file__).parent / "data" / "fake"  # copies of the reference example streams (shared/reference/examples)
 FORMAT_CASES = [(fmt, name) for fmt in fp.FORMATS for name in fp.FORMAT_SCENARIOS[fmt]]
 COMPLETE_CASES = [(fmt, name) for fmt, name in FORMAT_CASES if name not in ("truncated", "gated")]
 NEW_FORMATS = [fmt for fmt in fp.FORMATS if fmt != "openai-chat"]

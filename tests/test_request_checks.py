@@ -213,3 +213,15 @@ def test_gemini_schema_is_enforced_after_translation():
     }
     result = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini", request=request)
     assert codes(result) == ["schema-mismatch"]
+
+
+def test_a_bedrock_system_tool_declares_its_name():
+    # Nova's server-side tools come as toolConfig.tools[].systemTool: {"name": ...}, with no schema.
+    body = (DATA / "bedrock_converse_parallel.bin").read_bytes()
+    spec = {"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}
+    request = {"toolConfig": {"tools": [spec, {"systemTool": {"name": "get_time"}}]}}
+    assert codes(analyze(body, "bedrock-converse", request=request)) == []
+    assert request_facts(request, "bedrock-converse").tools == {"get_weather": {"type": "object"}, "get_time": None}
+    # Without it, the same call is undeclared: the check still speaks.
+    request = {"toolConfig": {"tools": [spec]}}
+    assert codes(analyze(body, "bedrock-converse", request=request)) == ["undeclared-tool"]

@@ -17,7 +17,7 @@ SEQUENTIAL = sse(
     chunk(choice(0, "tool_calls")),
 )
 
-# The stream shape each strategy is known to break on (FORMATS.md section 11), as Chat chunks.
+# The stream shape each strategy is known to break on (docs/routing.md: the hazard strategies), as Chat chunks.
 BREAKING = {
     "recency": (DATA / "production_interleaved.sse").read_bytes(),  # Q1 interleaving
     "index-only": sse(  # Q5: two whole calls without an index (Mistral): both land on key 0

@@ -532,7 +532,7 @@ class Reindex:
 
 
 def _grown(current: str | None, piece: str) -> str:
-    """A call's name after one more piece, as a correct client grows it (FORMATS.md rule 4)."""
+    """A call's name after one more piece, as a correct client grows it (equal: ignore; a longer one starting with it: replace; else append)."""
     return piece if not current or piece.startswith(current) else current + piece
 
 

@@ -1,7 +1,7 @@
 """Newline-delimited JSON (Ollama's native ``/api/chat``), one value per line, decoded incrementally.
 
 Lines end in LF or CRLF; blank lines are skipped; the JSON itself is left to the dialect. The unfinished
-line is kept as a list of pieces and joined once when its LF arrives, so work stays O(bytes).
+line is kept in a bytearray that grows in place until its LF arrives, so work stays O(bytes).
 """
 
 from __future__ import annotations

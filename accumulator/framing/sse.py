@@ -1,7 +1,7 @@
 """Server-sent events, decoded per the WHATWG event-stream rules, incrementally.
 
 LF, CRLF and CR line ends (a CRLF may straddle two chunks), comment lines, multi-line ``data:``,
-``event:``, ``id:``, a leading BOM. The unfinished line is kept as a list of pieces and joined once when
+``event:``, ``id:``, a leading BOM. The unfinished line is kept in a bytearray that grows in place until
 its end arrives, so work stays O(bytes) however the input is cut. An event larger than the cap is
 dropped and decoding resumes after the next blank line.
 """
