@@ -91,7 +91,7 @@ class Process:
 def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
     process = Process(
         "fake_provider",
-        [sys.executable, str(ROOT / "scripts" / "fake_provider.py"), "--port", "0", "--delay", str(delay)],
+        [sys.executable, str(ROOT / "scripts" / "fake_provider"), "--port", "0", "--delay", str(delay)],
     )
     try:
         port = int(process.wait_for(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
