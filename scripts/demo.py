@@ -3,7 +3,7 @@
     .venv/bin/python scripts/demo.py            (live: fake provider + mitmdump + the official openai SDK)
     .venv/bin/python scripts/demo.py --offline  (the core alone, no processes)
 
-Live, it starts scripts/fake_provider.py and `mitmdump -s addon.py` in reverse mode on free ports, runs the
+Live, it starts scripts/fake_provider and `mitmdump -s addon.py` in reverse mode on free ports, runs the
 openai SDK with stream=True and two tools through the proxy against the production incident's stream,
 prints what the SDK got and what the addon recorded, then stops everything it started.
 """

@@ -1,11 +1,12 @@
-"""The fake provider over TLS and HTTP/2: scripts/fake_provider.py's paths, scenarios, headers and body bytes,
+"""The fake provider over TLS and HTTP/2: scripts/fake_provider's paths, scenarios, headers and body bytes,
 served by an HTTP/2-only server (ALPN `h2`) with a self-signed certificate.
 
 The certificate (for 127.0.0.1 and localhost) is made at start-up in a temporary directory that is removed
 at exit: clients and proxies must not verify it (mitmproxy: `--ssl-insecure`). Many streams run at once on
 one connection; each event goes out as its own DATA frame (split only when the peer's flow-control window
-or frame size is smaller), with the delay between events, and END_STREAM ends the body. `truncated` resets
-its stream (RST_STREAM) where the HTTP/1.1 provider drops the connection. GET /health answers "ok",
+or frame size is smaller), with the delay between events, and END_STREAM ends the body. The answers are
+the HTTP/1.1 provider's own (fake_provider.Provider, X-Fake-* headers included): where it drops the
+connection (`truncated`, `drop-mid-event`), this resets the stream (RST_STREAM). GET /health answers "ok",
 GET /release lets `gated` streams go on.
 
 .venv/bin/python scripts/h2_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]
@@ -29,7 +30,6 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
-import orjson
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -88,18 +88,10 @@ class _Incoming:
     """A request whose headers have arrived and whose body is arriving."""
 
     def __init__(self, headers: list[tuple[bytes, bytes]]) -> None:
-        pseudo: dict[str, str] = {}
-        self.headers: dict[str, str] = {}
-        for raw_name, raw_value in headers:
-            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-            if name.startswith(":"):
-                pseudo[name] = value
-            elif name in self.headers:  # RFC 9110 5.3: repeated fields combine
-                self.headers[name] += ("; " if name == "cookie" else ", ") + value
-            else:
-                self.headers[name] = value
-        self.method = pseudo.get(":method", "GET")
-        self.target = pseudo.get(":path", "/")
+        self.fields = [(name, value) for name, value in headers if not name.startswith(b":")]
+        pseudo = {name: value.decode("latin-1") for name, value in headers if name.startswith(b":")}
+        self.method = pseudo.get(b":method", "GET")
+        self.target = pseudo.get(b":path", "/")
         self.body = bytearray()
         self.too_large = False
 
@@ -110,9 +102,8 @@ class _Incoming:
         else:
             self.body += data
 
-    def request(self) -> fp._Request:
-        # fake_provider's own request object: .method, .path, .query, .headers (lower-case), .body
-        return fp._Request(self.method, self.target, "HTTP/2", self.headers, bytes(self.body))
+    def request(self) -> fp.Request:
+        return fp.Request.from_fields(self.method, self.target, self.fields, bytes(self.body))
 
 
 class _Connection:
@@ -177,9 +168,9 @@ class _Connection:
     async def answer(self, stream_id: int, incoming: _Incoming) -> None:
         try:
             if incoming.too_large:
-                await self.send(stream_id, 413, "text/plain", b"request body too large\n")
+                await _Stream(self, stream_id).send(413, "text/plain", b"request body too large\n")
             else:
-                await self.provider.respond(self, stream_id, incoming.request())
+                await self.provider.answer(incoming.request(), _Stream(self, stream_id))
         except (asyncio.CancelledError, ConnectionError, h2.exceptions.ProtocolError):
             # Reset by the client, or the connection is gone: that stream is simply over. Ending cancelled
             # is not needed by anyone (the connection gathers its tasks), so the task ends normally.
@@ -217,27 +208,33 @@ class _Connection:
         self.h2.end_stream(stream_id)
         await self.flush()
 
-    async def send(
-        self,
-        stream_id: int,
-        status: int,
-        content_type: str,
-        body: bytes,
-        *,
-        head_only: bool = False,
-        extra: dict[str, str] | None = None,
-    ) -> None:
-        headers = {"Content-Type": content_type, "Content-Length": str(len(body)), **(extra or {})}
-        await self.send_headers(stream_id, status, headers)
-        if body and not head_only:
-            await self.send_data(stream_id, body)
-        await self.end(stream_id)
+
+class _Stream(fp.Transport):
+    """One stream of the connection as the provider's Transport: each piece its own DATA frame."""
+
+    def __init__(self, conn: _Connection, stream_id: int) -> None:
+        self.conn, self.stream_id = conn, stream_id
+
+    async def start(self, status: int, headers: dict[str, str], *, close: bool = False) -> None:
+        # close is HTTP/1.1's: other streams of this connection go on.
+        await self.conn.send_headers(self.stream_id, status, headers)
+
+    async def write(self, piece: bytes) -> None:
+        await self.conn.send_data(self.stream_id, piece)
+
+    async def end(self) -> None:
+        await self.conn.end(self.stream_id)
+
+    async def abort(self) -> None:
+        # HTTP/2's abort of one stream: the body ends without END_STREAM, the connection lives on.
+        self.conn.h2.reset_stream(self.stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+        await self.conn.flush()
 
 
 # -- the provider --------------------------------------------------------------------------------------------
 
 
-class _Provider(fp.ProviderState):
+class _Provider(fp.Provider):
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -259,99 +256,6 @@ class _Provider(fp.ProviderState):
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 5)
-
-    async def respond(self, conn: _Connection, stream_id: int, request: fp._Request) -> None:
-        method, path = request.method, request.path
-        if method == "POST" and (route := fp._route(path)):
-            try:
-                await self._llm(conn, stream_id, request, *route)
-            except fp._Refused as exc:
-                await conn.send(stream_id, exc.status, "application/json", fp._error_json(str(exc)))
-        else:
-            status, content_type, body = self.plain_response(method, path)
-            await conn.send(stream_id, status, content_type, body, head_only=method == "HEAD")
-
-    async def _llm(
-        self,
-        conn: _Connection,
-        stream_id: int,
-        request: fp._Request,
-        fmt: str,
-        name: str | None,
-        stream: bool | None,
-    ) -> None:
-        name, stream = fp._scenario_of(request, fmt, name, stream)
-        delay, encoding = fp._options(request, self.delay)
-        gemini_sse = "sse" in request.query.get("alt", ())
-        if stream:
-            received = fp._credentials_sha256(request)
-            await self._stream(conn, stream_id, fmt, name, gemini_sse, delay, encoding, received)
-            return
-        extra = {"X-Scenario": name}
-        if fp._SCRIPTS[name].get("error"):
-            # Not streamed, the failure surfaces the way the provider reports it: as the HTTP status.
-            status, error = fp._SPECS[fmt].error
-            if fmt.startswith("bedrock"):
-                extra["X-Amzn-ErrorType"] = "ThrottlingException"
-            await conn.send(stream_id, status, "application/json", orjson.dumps(error), extra=extra)
-            return
-        wire = fp._wire((orjson.dumps(fp.final_response(fmt, name)),), encoding)
-        extra.update(wire.headers)
-        await conn.send(stream_id, 200, "application/json", b"".join(wire.pieces), extra=extra)
-
-    async def _stream(
-        self,
-        conn: _Connection,
-        stream_id: int,
-        fmt: str,
-        name: str,
-        gemini_sse: bool,
-        delay: float,
-        encoding: str | None,
-        received_credentials: str,
-    ) -> None:
-        script = fp._SCRIPTS[name]
-        wire = fp._wire(fp.events(fmt, name, gemini_sse=gemini_sse), encoding)
-        content_type = (
-            "application/json" if fmt == "gemini" and not gemini_sse else fp._SPECS[fmt].content_type
-        )
-        headers = {
-            "Content-Type": content_type,
-            "Cache-Control": "no-cache",
-            # Always the full body's hashes, also for `truncated`, so a client can tell it got less.
-            **wire.headers,
-            "X-Scenario": name,
-            "X-Received-Credentials-SHA256": received_credentials,
-        }
-        if fmt == "bedrock-invoke":
-            headers["X-Amzn-Bedrock-Content-Type"] = "application/json"
-        await conn.send_headers(stream_id, 200, headers)
-
-        cut = script.get("cut_after") is not None
-        gate_after = script.get("gate_after")
-        pieces = wire.pieces[: len(fp.events(fmt, name, gemini_sse=gemini_sse, cut=True))]
-        gate = asyncio.Event() if gate_after else None
-        if gate is not None:
-            self.gates.add(gate)  # before the first frame, so a client that saw it can always release it
-        try:
-            for sent, piece in enumerate(pieces):
-                if sent:
-                    await asyncio.sleep(delay)
-                await conn.send_data(stream_id, piece)  # one event, one DATA frame
-                if gate is not None and sent + 1 == gate_after:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(gate.wait(), fp.GATE_TIMEOUT)
-        finally:
-            if gate is not None:
-                self.gates.discard(gate)
-
-        if cut:
-            # HTTP/2's abort of one stream: the body ends without END_STREAM, the connection lives on.
-            await asyncio.sleep(delay)
-            conn.h2.reset_stream(stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
-            await conn.flush()
-            return
-        await conn.end(stream_id)
 
 
 def main(argv: list[str] | None = None) -> int:

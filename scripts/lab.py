@@ -88,17 +88,21 @@ class Process:
         self.stop()
 
 
-def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
-    process = Process(
-        "fake_provider",
-        [sys.executable, str(ROOT / "scripts" / "fake_provider.py"), "--port", "0", "--delay", str(delay)],
-    )
+def start_listening(name: str, argv: list[str], pattern: str) -> tuple[Process, int]:
+    """Start it and read the port it got from the first output line matching ``pattern`` (group 1)."""
+    process = Process(name, argv)
     try:
-        port = int(process.wait_for(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
+        port = int(process.wait_for(pattern).group(1))
     except BaseException:
         process.stop()
         raise
     return process, port
+
+
+def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
+    """scripts/fake_provider on 127.0.0.1, a free port, ``delay`` seconds between events."""
+    argv = [sys.executable, str(ROOT / "scripts" / "fake_provider"), "--port", "0", "--delay", str(delay)]
+    return start_listening("fake_provider", argv, r"listening on http://127\.0\.0\.1:(\d+)")
 
 
 def proxy_argv(
@@ -125,13 +129,7 @@ def proxy_argv(
 
 def start_proxy(argv: list[str], name: str = "mitmdump") -> tuple[Process, int]:
     """Start it and read the port it got from its log."""
-    process = Process(name, argv)
-    try:
-        port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
-    except BaseException:
-        process.stop()
-        raise
-    return process, port
+    return start_listening(name, argv, r"listening at 127\.0\.0\.1:(\d+)")
 
 
 def start_mitmdump(upstream_port: int, dump: Path | None = None, *options: str) -> tuple[Process, int]:

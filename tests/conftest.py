@@ -12,7 +12,7 @@ if str(SCRIPTS) not in sys.path:
 
 @pytest.fixture(scope="module")
 def provider():
-    """A fake provider (scripts/fake_provider.py) on a free port, for a module's end-to-end tests."""
+    """A fake provider (scripts/fake_provider) on a free port, for a module's end-to-end tests."""
     from lab import start_fake_provider
 
     process, port = start_fake_provider(delay=0.002)

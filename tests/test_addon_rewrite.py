@@ -21,7 +21,7 @@ def stream_flow(fmt: str = "openai-chat", scenario: str = "sequential", **header
     flow = tflow.tflow(resp=True)
     flow.request.path = fake_provider.path(fmt, scenario)
     flow.request.content = fake_provider.request_body(fmt, scenario)
-    flow.response.headers["content-type"] = fake_provider._SPECS[fmt].content_type
+    flow.response.headers["content-type"] = fake_provider.content_type(fmt)
     for name, value in headers.items():
         flow.response.headers[name.replace("_", "-")] = value
     return flow

@@ -1,4 +1,4 @@
-"""In a real browser: mitmweb with the addon in reverse mode in front of scripts/fake_provider.py, one
+"""In a real browser: mitmweb with the addon in reverse mode in front of scripts/fake_provider, one
 interleaved Chat Completions stream driven through it, then headless Chromium (Debian's ``chromium``,
 driven by Playwright's Python package; no browser download) checks what a person would see: the flow list
 with the marker and the comment, and the flow opened in the "toolcall-lens" content view.

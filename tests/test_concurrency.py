@@ -60,7 +60,7 @@ def test_flows_fed_chunk_by_chunk_in_turn_never_share_state():
             flow = tflow.tflow(resp=True)
             flow.request.path = fake_provider.path(fmt, name)
             flow.request.content = fake_provider.request_body(fmt, name)
-            flow.response.headers["content-type"] = fake_provider._SPECS[fmt].content_type
+            flow.response.headers["content-type"] = fake_provider.content_type(fmt)
             lens.responseheaders(flow)
             assert callable(flow.response.stream)
             flows[fmt, name] = flow

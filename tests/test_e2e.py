@@ -1,4 +1,4 @@
-"""End to end, all real: mitmdump with the addon in reverse mode, scripts/fake_provider.py upstream, the
+"""End to end, all real: mitmdump with the addon in reverse mode, scripts/fake_provider upstream, the
 official openai SDK and raw HTTP clients. Every process binds port 0 and is stopped even on failure."""
 
 from __future__ import annotations

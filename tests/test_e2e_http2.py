@@ -204,7 +204,7 @@ def test_h2_provider_streams_one_data_frame_per_event_on_concurrent_streams(upst
     for (format, scenario), stream in zip(cases, streams.values(), strict=True):
         assert stream["ended"] and stream["reset"] is None
         assert stream["headers"][":status"] == "200" and stream["headers"]["x-scenario"] == scenario
-        assert stream["headers"]["content-type"] == fp._SPECS[format].content_type
+        assert stream["headers"]["content-type"] == fp.content_type(format)
         assert tuple(stream["frames"]) == fp.events(format, scenario)  # one event, one DATA frame
         body = b"".join(stream["frames"])
         assert hashlib.sha256(body).hexdigest() == stream["headers"]["x-body-sha256"]

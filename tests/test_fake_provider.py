@@ -1,4 +1,4 @@
-"""scripts/fake_provider.py as a real process, spoken to by real clients: raw sockets, http.client, the openai
+"""scripts/fake_provider as a real process, spoken to by real clients: raw sockets, http.client, the openai
 and anthropic SDKs; every wire format decoded here, independently of the module, to check its bodies."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.client
-import importlib.util
 import json
 import selectors
 import signal
@@ -22,15 +21,12 @@ from typing import NamedTuple
 
 import anthropic
 import brotli
+import fake_provider as fp
 import openai
 import pytest
 from backports import zstd
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fake_provider.py"
-_spec = importlib.util.spec_from_file_location("fake_provider", SCRIPT)
-assert _spec and _spec.loader
-fp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fp)
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fake_provider"
 
 COMPLETE = [name for name in fp.SCENARIOS if name not in ("truncated", "gated")]
 TOOL_SCENARIOS = [name for name in fp.SCENARIOS if name not in ("text", "error-midstream")]

@@ -1,0 +1,250 @@
+"""The addon inside a real mitmdump, against the same mitmdump with an identity stream callable (and, for
+reference, one doing the floor's work), on loopback: throughput, runs interleaved, and the latency each
+event picks up on its way to the client."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import statistics
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+
+from lab import start_fake_provider
+
+from .measure import quantile
+from .report import FINDINGS, heading, rate, table, version
+from .streams import FINGERPRINT_RE, chat_body, make_stream
+from .traffic import ADDON, ADDONS, HEADERS, cpu_seconds, post, start_mitmdump
+from .upstream import start_upstream
+
+
+def throughput_run(port: int, bodies: list[bytes], clients: int, expected: Callable[[bytes], int]) -> tuple:
+    """``clients`` threads, one keep-alive connection each, sharing ``bodies`` in order. Returns (seconds,
+    events received, failures)."""
+    queue = list(reversed(bodies))
+    lock = threading.Lock()
+    events = [0] * clients
+    failures: list[str] = []
+
+    def client(k: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    body = queue.pop()
+                data = post(conn, body)
+                got = expected(data)
+                if got < 0:
+                    failures.append(f"unexpected body of {len(data)} bytes")
+                events[k] += max(got, 0)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            failures.append(repr(exc))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start, sum(events), failures
+
+
+def latency_run(port: int, model: str, delay: float) -> list[float]:
+    """One streamed request; for each event, its arrival time at this client minus the time the upstream
+    wrote it (both CLOCK_MONOTONIC on this machine), in seconds."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request(
+            "POST", "/v1/chat/completions", chat_body(model), {**HEADERS, "X-Fake-Delay": str(delay)}
+        )
+        response = conn.getresponse()
+        latencies = []
+        while line := response.readline():
+            now = time.monotonic_ns()
+            if match := FINGERPRINT_RE.search(line):
+                latencies.append((now - int(match.group(1))) / 1e9)
+        return latencies
+    finally:
+        conn.close()
+
+
+def bench_proxy(args) -> None:
+    quick = args.quick
+    rounds = 2 if quick else 5
+    long_model = "bench-8x1024" if quick else "bench-8x4096"
+    long_requests, short_requests, clients = (2, 20, 2) if quick else (16, 160, 4)
+    latency_model, latency_delay = ("bench-4x256", 0.002) if quick else ("bench-8x1024", 0.002)
+    long_stream = make_stream(long_model, *map(int, long_model.removeprefix("bench-").split("x")))
+    long_len, long_events = len(long_stream.body), len(long_stream.events)
+
+    heading("proxy: mitmdump with addon.py against mitmdump with an identity stream callable")
+    with contextlib.ExitStack() as stack:
+        provider, provider_port = start_fake_provider(delay=0)
+        stack.callback(provider.stop)
+        upstream, upstream_port = start_upstream()
+        stack.callback(upstream.stop)
+        proxies = {}
+        for label, script in (
+            ("addon.py", ADDON),
+            ("identity callable", ADDONS / "identity_stream.py"),
+            ("floor callable", ADDONS / "floor_stream.py"),
+        ):
+            for source, port in (("upstream", upstream_port), ("provider", provider_port)):
+                process, listen = start_mitmdump(port, script, name=f"mitmdump {label} -> {source}")
+                stack.callback(process.stop)
+                proxies[(label, source)] = (process, listen)
+        direct = {"upstream": upstream_port, "provider": provider_port}
+        print(
+            textwrap.dedent(f"""\
+            Everything on loopback: the upstreams, mitmdump {version("mitmproxy")} in reverse mode with
+            addon.py at its defaults, the same mitmdump with a responseheaders hook setting
+            flow.response.stream = lambda chunk: chunk (the comparison), and with a callable doing the floor's
+            work (cut lines, orjson.loads each data line: the least any analysis adds; for reference), and the
+            clients (raw http.client, threads of this process). Each upstream writes one event per write, each
+            drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
+            rounds; medians over rounds, spread = (max - min) / median. "proxy CPU" = mitmdump's CPU time
+            per event (all its threads, /proc/PID/task/*/schedstat), less noisy than wall time on a shared
+            machine. "direct" (no proxy) is for scale only.""")
+        )
+
+        workloads = [
+            (
+                (
+                    f"long streams: {long_model.removeprefix('bench-')} (calls x bytes), "
+                    f"{long_events} events each, {long_requests} requests over {clients} connections, "
+                    "this script's upstream"
+                ),
+                "upstream",
+                [chat_body(long_model)] * long_requests,
+                lambda data: long_events if len(data) == long_len else -1,
+            ),
+            (
+                (
+                    f"short flows: fake_provider 'interleaved' and 'sequential' (8 to 13 events each), "
+                    f"{short_requests} requests over {clients} connections"
+                ),
+                "provider",
+                [chat_body("interleaved" if i % 2 else "sequential") for i in range(short_requests)],
+                lambda data: data.count(b"data: ") if data.endswith(b"data: [DONE]\n\n") else -1,
+            ),
+        ]
+        for title, source, bodies, expected in workloads:
+            heading(f"proxy: throughput, {title}")
+            results: dict[str, list[tuple[float, int, float]]] = {}
+            failures: list[str] = []
+            targets = [
+                ("addon.py", proxies[("addon.py", source)]),
+                ("identity callable", proxies[("identity callable", source)]),
+                ("floor callable", proxies[("floor callable", source)]),
+                ("direct", (None, direct[source])),
+            ]
+            for _label, (_process, port) in targets:  # warm-up
+                throughput_run(port, bodies[: clients * 2], clients, expected)
+            for round_ in range(rounds):
+                order = targets[round_ % len(targets) :] + targets[: round_ % len(targets)]
+                for label, (process, port) in order:
+                    cpu0 = cpu_seconds(process.popen.pid) if process else 0.0
+                    seconds, events, failed = throughput_run(port, bodies, clients, expected)
+                    cpu = (cpu_seconds(process.popen.pid) - cpu0) if process else float("nan")
+                    failures += failed
+                    results.setdefault(label, []).append((seconds, events, cpu))
+            rows = []
+            summary = {}
+            for label, runs in results.items():
+                per_second = [events / seconds for seconds, events, _ in runs]
+                cpu = [c / events * 1e6 for _, events, c in runs if events]
+                med = statistics.median(per_second)
+                summary[label] = (med, statistics.median(cpu) if cpu else float("nan"))
+                rows.append(
+                    [
+                        label,
+                        rate(med),
+                        f"{statistics.median(len(bodies) / seconds for seconds, _, _ in runs):.1f}",
+                        f"{(max(per_second) - min(per_second)) / med * 100:.0f}%",
+                        "-" if label == "direct" else f"{statistics.median(cpu):.1f}",
+                    ]
+                )
+            for row, (label, (med, cpu)) in zip(rows, summary.items()):
+                base, base_cpu = summary["identity callable"]
+                row.append("-" if label == "direct" else f"{med / base * 100:.0f}%")
+                row.append("-" if label == "direct" else f"{cpu / base_cpu:.2f}x")
+            print(
+                table(
+                    [
+                        "proxy",
+                        "events/s",
+                        "flows/s",
+                        "spread",
+                        "proxy CPU us/ev",
+                        "of identity thr.",
+                        "CPU x identity",
+                    ],
+                    rows,
+                )
+            )
+            if failures:
+                print(f"FAILURES ({len(failures)}): {failures[:3]}")
+            FINDINGS[f"proxy/{source}"] = (
+                summary["addon.py"][0] / summary["identity callable"][0],
+                bool(failures),
+                summary["floor callable"][0] / summary["identity callable"][0],
+            )
+
+        heading(
+            f"proxy: latency added per event ({latency_model.removeprefix('bench-')} stream, "
+            f"{latency_delay * 1000:.0f} ms between events)"
+        )
+        print(
+            textwrap.dedent("""\
+            Method: the upstream writes its send time (CLOCK_MONOTONIC ns) into each event's
+            system_fingerprint just before the write; the client (one request at a time, nothing else
+            running) takes the time as each event's line comes out of readline(). Latency = arrival - send,
+            for every event, through each proxy (and direct), rounds interleaved. Added = the addon proxy's
+            quantile minus the identity proxy's same quantile (the quantiles of two distributions, not of
+            paired differences); per-round p50 and p99 show the noise.""")
+        )
+        latencies: dict[str, list[list[float]]] = {}
+        targets = [
+            ("addon.py", proxies[("addon.py", "upstream")][1]),
+            ("identity callable", proxies[("identity callable", "upstream")][1]),
+            ("direct", upstream_port),
+        ]
+        for label, port in targets:
+            latency_run(port, latency_model, 0)  # warm-up
+        for round_ in range(rounds):
+            order = targets[round_ % len(targets) :] + targets[: round_ % len(targets)]
+            for label, port in order:
+                latencies.setdefault(label, []).append(latency_run(port, latency_model, latency_delay))
+        rows = []
+        pooled = {label: [x for run in runs for x in run] for label, runs in latencies.items()}
+        for label, runs in latencies.items():
+            values = pooled[label]
+            rows.append(
+                [
+                    label,
+                    len(values),
+                    *(f"{quantile(values, q) * 1e3:.3f}" for q in (0.5, 0.9, 0.99)),
+                    f"{max(values) * 1e3:.3f}",
+                    " ".join(f"{quantile(run, 0.5) * 1e3:.3f}" for run in runs),
+                    " ".join(f"{quantile(run, 0.99) * 1e3:.3f}" for run in runs),
+                ]
+            )
+        print(
+            table(
+                ["path", "events", "p50 ms", "p90 ms", "p99 ms", "max ms", "p50 per round", "p99 per round"],
+                rows,
+                right={1, 2, 3, 4, 5},
+            )
+        )
+        added = {
+            q: quantile(pooled["addon.py"], q) - quantile(pooled["identity callable"], q) for q in (0.5, 0.99)
+        }
+        print(f"added by the addon: p50 {added[0.5] * 1e3:+.3f} ms, p99 {added[0.99] * 1e3:+.3f} ms")
+        FINDINGS["latency"] = added

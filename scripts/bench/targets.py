@@ -1,0 +1,105 @@
+"""The targets table: each target from the issue beside what the parts measured (FINDINGS); a verdict, never
+an assertion."""
+
+from __future__ import annotations
+
+from .report import FINDINGS, heading, table
+
+
+def print_targets() -> None:
+    heading("targets (from the issue; measured above, never asserted by a test)")
+    rows = []
+
+    def add(target: str, measured: str, met: bool | None) -> None:
+        rows.append([target, measured, "not measured" if met is None else ("met" if met else "NOT MET")])
+
+    for feeding in ("64 KiB", "per event"):
+        floor = FINDINGS.get(f"core/medium/floor (split lines + orjson.loads) [{feeding}]")
+        for label, limit in (("core, identity routing only", 1.5), ("core, every strategy (default)", 2.0)):
+            m = FINDINGS.get(f"core/medium/{label} [{feeding}]")
+            if floor and m:
+                ratio = m.us_per_event / floor.us_per_event
+                add(
+                    f"{label.removeprefix('core, ')}: <= {limit}x the floor per event (medium, {feeding})",
+                    f"{ratio:.2f}x ({m.us_per_event:.2f} vs {floor.us_per_event:.2f} us/event)",
+                    ratio <= limit,
+                )
+            else:
+                add(f"{label}: <= {limit}x floor (medium, {feeding})", "-", None)
+    scaling = FINDINGS.get("scaling")
+    for key, label in (("identity", "identity routing"), ("every", "every strategy")):
+        if scaling:
+            values = scaling[key]
+            growth = values[-1] / values[0]
+            add(
+                f"{label}: cost per event flat as calls grow (128 calls / 8 calls <= 1.25x)",
+                f"{' / '.join(f'{v:.2f}' for v in values)} us/event at 8/32/128: {growth:.2f}x",
+                growth <= 1.25,
+            )
+        else:
+            add(f"{label}: flat over 8/32/128 calls", "-", None)
+    openai_m = FINDINGS.get("core/medium/openai-python ChatCompletionStreamState [64 KiB]")
+    core_m = FINDINGS.get("core/medium/core, every strategy (default) [64 KiB]")
+    if openai_m and core_m:
+        speedup = openai_m.us_per_event / core_m.us_per_event
+        add(
+            ">= 30x faster than openai-python's stream state (medium, core with every strategy)",
+            f"{speedup:.1f}x ({openai_m.us_per_event:.1f} vs {core_m.us_per_event:.2f} us/event)",
+            speedup >= 30,
+        )
+    else:
+        add(">= 30x faster than openai-python's stream state", "-", None)
+    for source, label in (("upstream", "long streams"), ("provider", "short flows")):
+        found = FINDINGS.get(f"proxy/{source}")
+        if found:
+            share, failed, floor_share = found
+            add(
+                f"through mitmdump: >= 90% of the identity callable's throughput ({label})",
+                f"{share * 100:.0f}% (the floor callable: {floor_share * 100:.0f}%)"
+                + (" (with failures)" if failed else ""),
+                share >= 0.9 and not failed,
+            )
+        else:
+            add(f"through mitmdump: >= 90% of identity throughput ({label})", "-", None)
+    latency = FINDINGS.get("latency")
+    if latency:
+        add(
+            "through mitmdump: < 1 ms added per event at p99",
+            f"p99 {latency[0.99] * 1e3:+.3f} ms (p50 {latency[0.5] * 1e3:+.3f} ms)",
+            latency[0.99] < 1e-3,
+        )
+    else:
+        add("through mitmdump: < 1 ms added per event at p99", "-", None)
+    memory = FINDINGS.get("memory")
+    if memory:
+        for key, label in (("identity", "identity"), ("every", "every strategy")):
+            k_medium = memory[("medium", key)][0] / memory[("medium", key)][1]
+            k_large = memory[("large", key)][0] / memory[("large", key)][1]
+            ratio = k_large / k_medium
+            add(
+                f"memory proportional to argument bytes ({label}: peak per argument byte, "
+                "large / medium <= 1.5x)",
+                f"{k_medium:.2f} -> {k_large:.2f} B per argument byte ({ratio:.2f}x)",
+                ratio <= 1.5,
+            )
+    else:
+        add("memory per flow proportional to argument bytes", "-", None)
+    soak = FINDINGS.get("soak")
+    if soak:
+        final = soak["final"]
+        zero = final["watches"] == 0 and final["accumulators_alive"] == 0 and final["echo"] == 0
+        add(
+            f"soak: live accumulators back at zero after {soak['flows']} flows",
+            f"watches {final['watches']}, accumulators alive {final['accumulators_alive']}, "
+            f"echo {final['echo']}, "
+            f"flows alive {final['flows_alive']}; {soak['failures']} failures",
+            zero and not soak["failures"],
+        )
+        add(
+            f"soak: resident memory flat (growth from flow {soak['half']} to the end <= 5%)",
+            f"{soak['growth'] * 100:+.1f}%" + (" (--quick: too few flows to judge)" if soak["quick"] else ""),
+            None if soak["quick"] else soak["growth"] <= 0.05,
+        )
+    else:
+        add("soak: accumulators back at zero, resident memory flat", "-", None)
+    print(table(["target", "measured", "verdict"], rows, right=set()))

@@ -1,0 +1,83 @@
+"""A local LLM provider in every wire format: scripted tool-call streams over real HTTP/1.1.
+
+Formats, by path (POST): OpenAI Chat Completions `…/chat/completions`, OpenAI Responses `…/responses`,
+Anthropic Messages `…/messages`, Cohere v2 `/v2/chat`, Ollama `/api/chat` (scenario = the body's "model");
+Gemini `…/models/{scenario}:streamGenerateContent[?alt=sse]` and `:generateContent`; Bedrock
+`/model/{scenario}/converse-stream`, `/converse`, `/invoke-with-response-stream`, `/invoke`.
+Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd),
+X-Fake-Framing: length (a Content-Length body instead of chunks), X-Fake-Chunking: hostile (each event also
+cut at hostile points, `accumulator.boundaries`, one write per piece), X-Fake-Fault (see FAULTS) with
+X-Fake-Size and X-Fake-Drip-Bytes. GET /health, GET /v1/models, GET /release (lets `gated` streams go on).
+
+    .venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02]
+
+Rooms: scenarios.py (the scripted steps), renderers/ (one module per wire format, the framing helpers),
+bodies.py (a scenario in a format: events, body, expected calls, path, request), wire.py (compression and
+hash headers), faults.py (X-Fake-Fault), request.py (what a request asks for), provider.py (the answers,
+for any HTTP version), server.py (HTTP/1.1 over h11, and the process).
+"""
+
+from __future__ import annotations
+
+from .bodies import (
+    FORMAT_SCENARIOS,
+    body,
+    content_type,
+    events,
+    expected_calls,
+    final_response,
+    path,
+    request_body,
+    sse_body,
+)
+from .faults import (
+    FAULTS,
+    HTML_502,
+    HUGE_EVENT_HEAD,
+    RATE_LIMITED,
+    bomb_pieces,
+    drop_mid_event_pieces,
+    endless,
+    huge_event_pieces,
+)
+from .provider import GATE_TIMEOUT, Provider, Transport
+from .renderers import FORMATS
+from .renderers.framing import aws_message
+from .request import MAX_BODY_BYTES, Request
+from .scenarios import SCENARIOS
+from .server import MAX_HEAD_BYTES, Http1Provider, arguments, main, serve
+from .wire import ENCODINGS
+
+__all__ = [
+    "ENCODINGS",
+    "FAULTS",
+    "FORMATS",
+    "FORMAT_SCENARIOS",
+    "GATE_TIMEOUT",
+    "HTML_502",
+    "HUGE_EVENT_HEAD",
+    "MAX_BODY_BYTES",
+    "MAX_HEAD_BYTES",
+    "RATE_LIMITED",
+    "SCENARIOS",
+    "Http1Provider",
+    "Provider",
+    "Request",
+    "Transport",
+    "arguments",
+    "aws_message",
+    "body",
+    "bomb_pieces",
+    "content_type",
+    "drop_mid_event_pieces",
+    "endless",
+    "events",
+    "expected_calls",
+    "final_response",
+    "huge_event_pieces",
+    "main",
+    "path",
+    "request_body",
+    "serve",
+    "sse_body",
+]

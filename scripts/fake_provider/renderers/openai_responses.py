@@ -1,0 +1,139 @@
+"""OpenAI Responses: typed `response.*` events as named SSE, each with a sequence_number; every output item
+(reasoning, message, function call) wrapped in its added / done events."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .base import CREATED, OVERLOADED, Block, Render, WireFormat
+from .framing import SSE, named_events
+from .openai_chat import OPENAI_ERROR
+
+
+class Responses(Render):
+    # kind: (part added, delta, done, part done) event types; the item's own events wrap them
+    EVENTS: ClassVar[dict] = {
+        "think": (
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done",
+        ),
+        "text": (
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+        ),
+        "call": (
+            None,
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            None,
+        ),
+    }
+    USAGE: ClassVar[dict] = {
+        "input_tokens": 50,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 20,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 70,
+    }
+
+    def emit(self, payload: dict, event: str | None = None) -> None:
+        super().emit({**payload, "sequence_number": len(self.out)}, event)
+
+    def response(self, status: str, **fields: Any) -> dict:
+        return {
+            "id": f"resp_fake_{self.name}",
+            "object": "response",
+            "created_at": CREATED,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "model": self.name,
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "usage": None,
+            **fields,
+        }
+
+    def item_id(self, block: Block) -> str:
+        return {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind].format(
+            block.key or block.position
+        )
+
+    def part(self, block: Block, text: str) -> dict:
+        if block.kind == "think":
+            return {"type": "summary_text", "text": text}
+        return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+    def item(self, block: Block, done: bool) -> dict:
+        status = "completed" if done else "in_progress"
+        head = {"id": self.item_id(block)}
+        parts = [self.part(block, block.text)] if done else []
+        if block.kind == "think":
+            return {**head, "type": "reasoning", "summary": parts}
+        if block.kind == "text":
+            return {**head, "type": "message", "status": status, "content": parts, "role": "assistant"}
+        return {
+            **head,
+            "type": "function_call",
+            "status": status,
+            "arguments": block.text,
+            "call_id": block.id,
+            "name": block.name,
+        }
+
+    def event(self, kind: str, block: Block, **fields: Any) -> None:
+        scope = {"item_id": self.item_id(block), "output_index": block.position}
+        if block.kind != "call":
+            scope["summary_index" if block.kind == "think" else "content_index"] = 0
+        self.emit({"type": kind, **scope, **fields})
+
+    def begin(self) -> None:
+        for kind in ("response.created", "response.in_progress"):
+            self.emit({"type": kind, "response": self.response("in_progress")})
+
+    def open(self, block: Block) -> None:
+        item = self.item(block, done=False)
+        self.emit({"type": "response.output_item.added", "output_index": block.position, "item": item})
+        if added := self.EVENTS[block.kind][0]:
+            self.event(added, block, part=self.part(block, ""))
+
+    def add(self, block: Block, fragment: str) -> None:
+        self.event(self.EVENTS[block.kind][1], block, delta=fragment, **self.logprobs(block))
+
+    def logprobs(self, block: Block) -> dict:
+        return {"logprobs": []} if block.kind == "text" else {}
+
+    def close(self, block: Block) -> None:
+        _, _, done, part_done = self.EVENTS[block.kind]
+        if block.kind == "call":
+            self.event(done, block, name=block.name, arguments=block.text)
+        else:
+            self.event(done, block, text=block.text, **self.logprobs(block))
+            self.event(part_done, block, part=self.part(block, block.text))
+        item = self.item(block, done=True)
+        self.emit({"type": "response.output_item.done", "output_index": block.position, "item": item})
+
+    def finish(self) -> None:
+        self.emit({"type": "response.completed", "response": self.final()})
+
+    def error(self) -> None:
+        failure = {"code": "server_error", "message": OVERLOADED}
+        self.emit({"type": "error", **failure, "param": None})
+        output = [self.item(block, done=False) for block in self.blocks]
+        self.emit(
+            {"type": "response.failed", "response": self.response("failed", error=failure, output=output)}
+        )
+
+    def final(self) -> dict:
+        output = [self.item(block, done=True) for block in self.blocks]
+        return self.response("completed", output=output, usage=self.USAGE)
+
+
+FORMAT = WireFormat(
+    "openai-responses", Responses, named_events, SSE, "/v1/responses", OPENAI_ERROR, {"input": "hi"}
+)

@@ -1,0 +1,106 @@
+"""The scenarios: one scripted model turn each, as format-neutral steps that every renderer turns into its
+own events. The request's "model" (or the path's model) picks the scenario."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A step is one of:
+#   ("call", slot, key, name, arguments)  a tool call opens (its ids come from key: call_<key>, toolu_<key>, …)
+#   ("args", slot, fragment)               more argument text for the call opened as slot
+#   ("think", fragment)                    reasoning (formats without it send nothing)
+#   ("text", fragment)                     answer text
+# Formats that only send whole calls (Gemini, Ollama) send a call once, complete, where it opens, and never
+# send one whose complete arguments are not a JSON object (the error arrives first).
+
+
+def _call(slot: int, key: str, name: str, arguments: str = "") -> tuple:
+    return ("call", slot, key, name, arguments)
+
+
+def _args(slot: int, fragment: str) -> tuple:
+    return ("args", slot, fragment)
+
+
+def _each(kind: str, *fragments: str) -> tuple:
+    return tuple((kind, fragment) for fragment in fragments)
+
+
+_INTERLEAVED = (
+    _call(0, "abc", "search_circulars"),
+    _call(1, "xyz", "get_user_profile"),
+    _args(0, '{"query": "RBI'),
+    _args(1, '{"user_id": "u'),
+    _args(0, ' circulars"}'),
+    _args(1, '123"}'),
+)
+
+_SEQUENTIAL = (
+    *_each("think", "Weather first, ", "then the local time."),
+    _call(0, "w1", "get_weather"),
+    _args(0, '{"ci'),
+    _args(0, 'ty": "Pa'),
+    _args(0, 'ris"}'),
+    _call(1, "t1", "get_time"),
+    _args(1, '{"tz": '),
+    _args(1, '"Europe/'),
+    _args(1, 'Paris"}'),
+)
+
+# One script per scenario. Keys:
+#   steps       the steps above                  only       the one format that serves it (default: all)
+#   chat_quirk  how Chat Completions bends it    error      the format's own error comes after the steps
+#   cut_after   steps sent before the TCP connection is dropped (no terminating zero-length chunk)
+#   gate_after  events sent before waiting for GET /release
+SCRIPTS: dict[str, dict[str, Any]] = {
+    "interleaved": {"steps": _INTERLEAVED},
+    "sequential": {"steps": _SEQUENTIAL},
+    # Groq / Ollama: every call is whole in one delta and all of them claim index 0.
+    "index-collision": {
+        "steps": (
+            _call(0, "c1", "weather", '{"location": "San Francisco"}'),
+            _call(1, "c2", "weather", '{"location": "Tokyo"}'),
+            _call(2, "c3", "weather", '{"location": "Paris"}'),
+        ),
+        "chat_quirk": "same-index",
+        "only": "openai-chat",
+    },
+    # Fireworks / LiteLLM proxy: every delta repeats id, type and name, which must not start a new call.
+    "name-repeated": {
+        "steps": (
+            _call(0, "r1", "get_current_weather", '{"city": '),
+            *(_args(0, fragment) for fragment in ('"Oslo", ', '"unit": ', '"c"}')),
+        ),
+        "chat_quirk": "repeat-identity",
+        "only": "openai-chat",
+    },
+    "truncated": {"steps": _INTERLEAVED, "cut_after": 3},  # in the middle of the first call's arguments
+    # Some reasoning first (Chat Completions has none), so the error comes mid-stream in every format.
+    "error-midstream": {
+        "steps": (("think", "Looking it up."), _call(0, "e1", "lookup", '{"q": ')),
+        "error": True,
+    },
+    "text": {"steps": _each("text", "Hello", " from the", " fake provider", ".")},
+    # Multi-byte characters in text, names' arguments and reasoning: cuts inside a character are possible.
+    "unicode": {
+        "steps": (
+            *_each("think", "Zürich zuerst, ", "dann 東京."),
+            *_each("text", "Grüße ", "aus Zürich — ", "東京 ✓"),
+            _call(0, "u1", "get_weather"),
+            _args(0, '{"city": "Zü'),
+            _args(0, 'rich", "note": "東'),
+            _args(0, '京 ✓"}'),
+            _call(1, "u2", "translate"),
+            _args(1, '{"text": "Grüße", '),
+            _args(1, '"to": "日本語"}'),
+        )
+    },
+    "gated": {"steps": _SEQUENTIAL, "gate_after": 1},
+}
+
+SCENARIOS: tuple[str, ...] = tuple(SCRIPTS)
+
+
+def served_by(name: str, fmt: str) -> bool:
+    """Whether the format serves the scenario (a few are one format's quirk)."""
+    return SCRIPTS[name].get("only", fmt) == fmt
