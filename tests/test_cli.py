@@ -265,3 +265,20 @@ def test_rewrite_takes_one_raw_stream(tmp_path, capsys):
     assert main([CLEAN, PRODUCTION, "--inject", "interleave", "--output", str(out)]) == 2
     assert "one raw streamed body" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_several_files_every_readable_one_is_analysed_and_the_bad_ones_are_reported(tmp_path, capsys):
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(b"\x7fELF not a response at all")
+    misrouted = str(DATA / "production_interleaved.sse")
+    argv = [CLEAN, str(noise), "/nonexistent/body.sse", misrouted]
+    assert main([*argv, "--json"]) == 2
+    captured = capsys.readouterr()
+    results = json.loads(captured.out)["results"]
+    assert [r["source"]["file"] for r in results] == [CLEAN, misrouted, str(noise), "/nonexistent/body.sse"]
+    assert [("format" in r) for r in results] == [True, True, False, False]  # two results, two errors
+    assert "cannot tell the wire format" in results[2]["error"] and "cannot read" in results[3]["error"]
+    assert str(noise) in captured.err and "/nonexistent/body.sse" in captured.err
+    assert main(argv) == 2  # the report too: both good files, then exit 2
+    out = capsys.readouterr().out
+    assert out.count("== ") == 2 and "recency" in out

@@ -225,3 +225,11 @@ def test_a_bedrock_system_tool_declares_its_name():
     # Without it, the same call is undeclared: the check still speaks.
     request = {"toolConfig": {"tools": [spec]}}
     assert codes(analyze(body, "bedrock-converse", request=request)) == ["undeclared-tool"]
+
+
+def test_wrong_types_where_lists_belong_are_read_as_nothing():
+    from accumulator.echo import extract_echoes
+
+    body = {"messages": [{"tool_calls": True}], "functions": 1, "tools": [{"functionDeclarations": True}]}
+    assert request_facts(body).tools == {}
+    assert extract_echoes(body) == ([], [])

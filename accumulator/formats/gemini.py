@@ -177,7 +177,7 @@ def _tools(request: dict) -> dict | None:
         if type(tool) is not dict:
             continue
         for key in ("functionDeclarations", "function_declarations"):
-            for declaration in tool.get(key) or ():
+            for declaration in as_list(tool.get(key)):
                 if type(declaration) is dict:
                     schema = declaration.get("parametersJsonSchema")
                     if schema is None:

@@ -552,7 +552,7 @@ def request_tools(request: dict) -> dict | None:
             inner = tool.get(key)
             if type(inner) is dict:
                 declare(declared, inner, inner.get("parameters"))
-    for function in request.get("functions") or ():
+    for function in as_list(request.get("functions")):
         if type(function) is dict:
             declare(declared, function, function.get("parameters"))
     return declared
@@ -570,7 +570,7 @@ def request_forced(request: dict) -> str | None:
 def request_echoes(request: dict, add_call, add_result) -> None:
     """``messages[].tool_calls`` and the ``tool_call_id`` of tool results. Cohere and Ollama share it."""
     for turn, message in enumerate(message_list(request, "messages"), 1):
-        for entry in message.get("tool_calls") or ():
+        for entry in as_list(message.get("tool_calls")):
             if type(entry) is dict:
                 function = entry.get("function") if type(entry.get("function")) is dict else {}
                 add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
