@@ -1,13 +1,26 @@
-"""Shared pytest setup: the scripts/ folder (fake provider, process helpers) is importable in tests."""
+"""Shared pytest setup. The tests come in tiers that mirror the layout: ``core/`` (the sans-IO core:
+framing, formats, rewrite, assembly, results), ``frontdoors/`` (the addon with mitmproxy's taddons and
+tflow, the CLI, the docs), ``live/`` (real processes: mitmdump, the fake providers, SDKs, a browser). Every
+test under ``live/`` is marked ``live``, so ``pytest -m "not live"`` runs everything else without
+starting a process. ``tests/`` (``streams.py``) and ``scripts/`` (the fake provider, lab) are importable."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-if str(SCRIPTS) not in sys.path:
-    sys.path.insert(0, str(SCRIPTS))
+TESTS = Path(__file__).resolve().parent
+for path in (TESTS, TESTS.parent / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+LIVE = TESTS / "live"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if LIVE in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.live)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ format, and a new format is one module registered with its tests."""
 
 from __future__ import annotations
 
+from streams import ROOT
 import ast
 from pathlib import Path
 
@@ -12,7 +13,6 @@ from accumulator import FORMATS, analyze, analyze_message, classify, formats
 from accumulator.formats.base import FRAMINGS, WireFormat
 from accumulator.rewrite import supported
 
-ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "accumulator"
 NAMES = set(FORMATS)
 

@@ -1,7 +1,7 @@
 """Hostile input never hurts the traffic: for every format, mutated and structure-fuzzed bodies cut at any
 points go through the addon's stream callable unchanged, and the core never raises (a failure would show
 as an internal-error warning). Hypothesis runs a fixed, derandomized set in CI; for a longer hunt:
-``TOOLCALL_LENS_FUZZ=20000 .venv/bin/python -m pytest tests/test_fuzz.py``."""
+``TOOLCALL_LENS_FUZZ=20000 .venv/bin/python -m pytest tests/core/test_fuzz.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import addon as addon_module
 from accumulator import FORMATS, StreamAccumulator, analyze_message
 from accumulator.echo import ObservedCalls
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import fake_provider
 
 EXAMPLES = int(os.environ.get("TOOLCALL_LENS_FUZZ", "150"))

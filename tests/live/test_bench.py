@@ -3,11 +3,11 @@ prints every table. No timing assertions: the figures live in the benchmark's ow
 
 from __future__ import annotations
 
+from streams import ROOT
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
 HEADERS = (
     "== toolcall-lens benchmark",

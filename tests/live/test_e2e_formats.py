@@ -22,7 +22,7 @@ from streams import without_timing
 
 FRAGMENTED = ("openai-responses", "anthropic-messages", "bedrock-converse", "bedrock-invoke", "cohere-v2")
 WHOLE = ("gemini", "ollama-chat")  # every call arrives whole: nothing to misroute
-FORMATS = [f for f in fp.FORMATS if f != "openai-chat"]  # chat has tests/test_e2e.py
+FORMATS = [f for f in fp.FORMATS if f != "openai-chat"]  # chat has tests/live/test_e2e.py
 # The functions the scenarios call (interleaved: the first two; sequential: the last two).
 TOOLS = [
     {"name": name, "description": name, "input_schema": {"type": "object"}}

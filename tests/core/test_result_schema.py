@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from streams import ROOT
 import json
 import re
 import subprocess
@@ -14,7 +15,6 @@ from streams import CORPUS, DATA, call, choice, chunk, sse, tool_chunk
 
 from accumulator import CATALOGUE, RESULT_SCHEMA, analyze
 
-ROOT = Path(__file__).resolve().parents[1]
 
 HOSTILE = [
     (DATA / "production_interleaved.sse").read_bytes(),
@@ -74,6 +74,7 @@ def test_result_doc_lists_every_result_field():
     assert documented == set(RESULT_SCHEMA["properties"]), documented ^ set(RESULT_SCHEMA["properties"])
 
 
+@pytest.mark.live  # a fresh interpreter, to see what importing the core pulls in
 def test_core_imports_no_mitmproxy():
     code = "import sys, accumulator, accumulator.cli; print(sorted(m for m in sys.modules if m.startswith('mitmproxy')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

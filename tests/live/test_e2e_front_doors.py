@@ -16,7 +16,7 @@ import pytest
 from lab import BIN, start_fake_provider, start_mitmdump
 from streams import without_timing
 
-pytestmark = pytest.mark.live
+
 
 FAULTS = {  # fault -> (format, headers beyond X-Fake-Fault); each kept small enough for the body cap
     "drop-mid-event": ("anthropic-messages", {}),

@@ -94,6 +94,7 @@ def test_usage_errors_exit_2(capsys):
     assert exc.value.code == 2
 
 
+@pytest.mark.live  # runs the installed console script
 def test_installed_console_script_runs(tmp_path):
     exe = shutil.which("toolcall-lens", path=str(Path(sys.executable).parent))
     assert exe, "the toolcall-lens console script is not installed next to this Python"

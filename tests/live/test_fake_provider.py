@@ -3,6 +3,7 @@ and anthropic SDKs; every wire format decoded here, independently of the module,
 
 from __future__ import annotations
 
+from streams import DATA, ROOT
 import base64
 import hashlib
 import http.client
@@ -26,7 +27,7 @@ import openai
 import pytest
 from backports import zstd
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "fake_provider"
+SCRIPT = ROOT / "scripts" / "fake_provider"
 
 COMPLETE = [name for name in fp.SCENARIOS if name not in ("truncated", "gated")]
 TOOL_SCENARIOS = [name for name in fp.SCENARIOS if name not in ("text", "error-midstream")]
@@ -518,7 +519,7 @@ def test_main_rejects_a_negative_delay(capsys):
 
 # == every wire format ======================================================================================
 
-EXAMPLES = Path(__file__).parent / "data" / "fake"  # copies of the reference example streams (shared/reference/examples)
+EXAMPLES = DATA / "fake"  # copies of the reference example streams (shared/reference/examples)
 FORMAT_CASES = [(fmt, name) for fmt in fp.FORMATS for name in fp.FORMAT_SCENARIOS[fmt]]
 COMPLETE_CASES = [(fmt, name) for fmt, name in FORMAT_CASES if name not in ("truncated", "gated")]
 NEW_FORMATS = [fmt for fmt in fp.FORMATS if fmt != "openai-chat"]

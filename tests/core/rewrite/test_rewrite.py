@@ -1,7 +1,7 @@
 """The stream rewriter (accumulator.rewrite): injections send a client hostile shapes on purpose, repairs make
 a stream safe for a fragile client, and either way the stream stays valid and means the same to a correct
 client (checked by rebuilding it by identity with ``analyze``). Hypothesis runs a fixed, derandomized set,
-as tests/test_fuzz.py does; ``TOOLCALL_LENS_FUZZ=20000`` hunts longer."""
+as tests/core/test_fuzz.py does; ``TOOLCALL_LENS_FUZZ=20000`` hunts longer."""
 
 from __future__ import annotations
 
