@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
+import fake_provider
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,8 +17,6 @@ from streams import DATA
 import addon as addon_module
 from accumulator import FORMATS, StreamAccumulator, analyze_message
 from accumulator.echo import ObservedCalls
-
-import fake_provider
 
 EXAMPLES = int(os.environ.get("TOOLCALL_LENS_FUZZ", "150"))
 FUZZ = settings(

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from streams import ROOT
 import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import pytest
-from streams import CORPUS, DATA, call, choice, chunk, sse, tool_chunk
+from streams import CORPUS, DATA, ROOT, call, choice, chunk, sse, tool_chunk
 
 from accumulator import CATALOGUE, RESULT_SCHEMA, analyze
-
 
 HOSTILE = [
     (DATA / "production_interleaved.sse").read_bytes(),

@@ -3,11 +3,10 @@ prints every table. No timing assertions: the figures live in the benchmark's ow
 
 from __future__ import annotations
 
-from streams import ROOT
 import subprocess
 import sys
-from pathlib import Path
 
+from streams import ROOT
 
 HEADERS = (
     "== toolcall-lens benchmark",

@@ -16,8 +16,6 @@ import pytest
 from lab import BIN, start_fake_provider, start_mitmdump
 from streams import without_timing
 
-
-
 FAULTS = {  # fault -> (format, headers beyond X-Fake-Fault); each kept small enough for the body cap
     "drop-mid-event": ("anthropic-messages", {}),
     "drip": ("openai-chat", {"X-Fake-Drip-Bytes": "200"}),

@@ -3,7 +3,6 @@ and anthropic SDKs; every wire format decoded here, independently of the module,
 
 from __future__ import annotations
 
-from streams import DATA, ROOT
 import base64
 import hashlib
 import http.client
@@ -17,7 +16,6 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import NamedTuple
 
 import anthropic
@@ -26,6 +24,7 @@ import fake_provider as fp
 import openai
 import pytest
 from backports import zstd
+from streams import DATA, ROOT
 
 SCRIPT = ROOT / "scripts" / "fake_provider"
 

@@ -3,11 +3,11 @@ format, and a new format is one module registered with its tests."""
 
 from __future__ import annotations
 
-from streams import ROOT
 import ast
 from pathlib import Path
 
 import pytest
+from streams import ROOT
 
 from accumulator import FORMATS, analyze, analyze_message, classify, formats
 from accumulator.formats.base import FRAMINGS, WireFormat
