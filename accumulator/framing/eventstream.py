@@ -1,7 +1,9 @@
 """The AWS binary event stream (Bedrock ``converse-stream``, ``invoke-with-response-stream``), by message.
 
 A message with a bad CRC is reported and skipped; a corrupt prelude makes the decoder scan forward for the
-next valid one. Bytes wait in a bytearray consumed from the front, which CPython makes cheap.
+next valid one. Bytes wait in a bytearray consumed from the front, which CPython makes cheap. In raw mode
+(the rewriter's) every message keeps its exact bytes, and a prelude that cannot be read past stops the
+framing there (``broken``), its bytes left for the caller.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from .sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseEvent
+from .base import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, FramedEvent
 
 _PRELUDE = struct.Struct(">III")  # total length, headers length, CRC32 of the first 8 bytes
 _PRELUDE_LEN = 12
@@ -19,8 +21,8 @@ _TYPE_HEADER = {"event": ":event-type", "exception": ":exception-type", "error":
 _FIXED_SIZE = {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16}
 
 
-def _malformed(reason: bytes) -> SseEvent:
-    return SseEvent("malformed-frame", reason, None, "malformed")
+def _malformed(reason: bytes) -> FramedEvent:
+    return FramedEvent("malformed-frame", reason, None, "malformed")
 
 
 _BAD_PRELUDE = _malformed(b"prelude CRC mismatch or impossible lengths; skipped to the next valid prelude")
@@ -61,10 +63,24 @@ def parse_headers(msg: bytes, pos: int, end: int) -> dict[str, str] | None:
 class EventStreamDecoder:
     """Feed bytes, get one event per message (kind: its ``:message-type``). Never raises on any input."""
 
-    __slots__ = ("_buf", "_need", "_resync", "_skip", "_skip_total", "incomplete_bytes", "max_event_bytes")
+    __slots__ = (
+        "_buf",
+        "_need",
+        "_raw",
+        "_resync",
+        "_skip",
+        "_skip_total",
+        "broken",
+        "incomplete_bytes",
+        "max_event_bytes",
+        "rest",
+    )
 
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES, *, keep_raw: bool = False) -> None:
         self.max_event_bytes = max_event_bytes
+        self._raw = keep_raw
+        self.broken: str | None = None  # raw mode: why the framing stopped (the rest is left as it came)
+        self.rest = b""  # raw mode: after close(), the bytes no message took
         self.incomplete_bytes = 0  # set by close(): bytes received of a message that never completed
         self._buf = bytearray()
         self._need = 0  # total length of the message in the buffer, once its prelude is checked
@@ -72,8 +88,8 @@ class EventStreamDecoder:
         self._skip = 0  # bytes of an oversized message still to come, dropped as they arrive
         self._skip_total = 0
 
-    def feed(self, chunk: bytes) -> list[SseEvent]:
-        out: list[SseEvent] = []
+    def feed(self, chunk: bytes) -> list[FramedEvent]:
+        out: list[FramedEvent] = []
         if self._skip:
             if len(chunk) <= self._skip:
                 self._skip -= len(chunk)
@@ -84,8 +100,18 @@ class EventStreamDecoder:
         self._drain(out)
         return out
 
-    def close(self) -> list[SseEvent]:
-        """End of input. The bytes of an unfinished message are counted in ``incomplete_bytes``."""
+    @property
+    def pending(self) -> int:
+        """Bytes received and not yet framed."""
+        return len(self._buf)
+
+    def close(self) -> list[FramedEvent]:
+        """End of input. The bytes of an unfinished message are counted in ``incomplete_bytes`` (raw mode:
+        left in ``rest``)."""
+        if self._raw:
+            self.rest = bytes(self._buf)
+            self._buf.clear()
+            return []
         if self._skip:
             self.incomplete_bytes = self._skip_total - self._skip
         elif self._buf and not self._resync:
@@ -95,9 +121,9 @@ class EventStreamDecoder:
         self._need = 0
         return []
 
-    def _drain(self, out: list[SseEvent]) -> None:
+    def _drain(self, out: list[FramedEvent]) -> None:
         buf = self._buf
-        while True:
+        while self.broken is None:
             if self._resync and not self._find_prelude():
                 return
             need = self._need
@@ -105,6 +131,12 @@ class EventStreamDecoder:
                 if len(buf) < _PRELUDE_LEN:
                     return
                 total, headers_len, crc = _PRELUDE.unpack_from(buf)
+                if self._raw and (not _sane(total, headers_len) or zlib.crc32(buf[:8]) != crc):
+                    self.broken = "an AWS event-stream prelude failed its CRC check"
+                    return
+                if self._raw and total > self.max_event_bytes:
+                    self.broken = f"an AWS event-stream frame of {total} bytes is over the {self.max_event_bytes} cap"
+                    return
                 if not _sane(total, headers_len) or zlib.crc32(buf[:8]) != crc:
                     out.append(_BAD_PRELUDE)
                     del buf[:1]
@@ -143,18 +175,19 @@ class EventStreamDecoder:
             del buf[: last + 1]  # the last 11 bytes may still begin a prelude
         return False
 
-    def _message(self, msg: bytes, out: list[SseEvent]) -> None:
+    def _message(self, msg: bytes, out: list[FramedEvent]) -> None:
         view = memoryview(msg)
         if zlib.crc32(view[:-4]) != int.from_bytes(view[-4:], "big"):
-            out.append(_BAD_MESSAGE_CRC)
+            out.append(_BAD_MESSAGE_CRC._replace(raw=msg) if self._raw else _BAD_MESSAGE_CRC)
             return
         payload_start = _PRELUDE_LEN + int.from_bytes(view[4:8], "big")
         headers = parse_headers(msg, _PRELUDE_LEN, payload_start)
         if headers is None:
-            out.append(_BAD_HEADERS)
+            out.append(_BAD_HEADERS._replace(raw=msg) if self._raw else _BAD_HEADERS)
             return
         kind = headers.get(":message-type", "event")
         payload = msg[payload_start:-4]
         if kind == "error" and not payload:
             payload = headers.get(":error-message", "").encode()
-        out.append(SseEvent(headers.get(_TYPE_HEADER.get(kind, ":event-type")), payload, None, kind))
+        name = headers.get(_TYPE_HEADER.get(kind, ":event-type"))
+        out.append(FramedEvent(name, payload, None, kind, msg if self._raw else None))

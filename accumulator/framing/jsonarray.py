@@ -1,15 +1,15 @@
 """A JSON array written progressively (Gemini ``streamGenerateContent`` without ``alt=sse``), by element.
 
 Strings, escapes and nesting depth are tracked across chunks, never by splitting on lines; an element's
-pieces are joined once when its last byte arrives, so work stays O(bytes).
+bytes grow in one bytearray until its last byte arrives, so work stays O(bytes).
 """
 
 from __future__ import annotations
 
 import re
 
+from .base import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, FramedEvent
 from .payload import strip_bom
-from .sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, SseEvent
 
 _WS = b" \t\r\n"
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
@@ -19,7 +19,7 @@ _STRING_SPECIAL = re.compile(rb'["\\]')
 _SCALAR_END = re.compile(rb'[ \t\r\n,{\["\]]')
 
 # The closing ``]`` of the top-level array.
-ARRAY_END = SseEvent("array-end", b"", None)
+ARRAY_END = FramedEvent("array-end", b"", None)
 
 # Where the decoder is. Inside an element: _NESTED, _STRING (in a string at any depth) or _SCALAR.
 _START, _TOP, _NESTED, _STRING, _SCALAR, _END, _TRAILING, _DONE = range(8)
@@ -34,7 +34,7 @@ class JsonArrayDecoder:
         "_escape",
         "_head",
         "_in_array",
-        "_parts",
+        "_pending",
         "_size",
         "_state",
         "max_event_bytes",
@@ -49,40 +49,41 @@ class JsonArrayDecoder:
         self._in_array = False  # False: the body is one bare object (an error body), not an array
         self._depth = 0  # of the element in progress; 0 inside a string means a top-level string
         self._escape = False  # the last chunk ended on a backslash inside a string
-        self._parts: list[bytes] = []  # pieces of the element (or trailing run) in progress
+        # The element (or trailing run) in progress: one bytearray grown in place, never pieces re-joined.
+        self._pending = bytearray()
         self._size = 0
         self._discarding = False  # inside an element already dropped for its size
 
-    def feed(self, chunk: bytes) -> list[SseEvent]:
-        out: list[SseEvent] = []
+    def feed(self, chunk: bytes) -> list[FramedEvent]:
+        out: list[FramedEvent] = []
         if self._head is not None:
             self._head, chunk = strip_bom(self._head, chunk)
         if chunk:
             self._scan(chunk, out)
         return out
 
-    def close(self) -> list[SseEvent]:
+    def close(self) -> list[FramedEvent]:
         """End of input. An unfinished element is still dispatched, and ``unterminated`` is set."""
-        out: list[SseEvent] = []
+        out: list[FramedEvent] = []
         if self._head:
             head, self._head = self._head, None
             self._scan(head, out)
         self._head = None
         state = self._state
-        if self._parts and not self._discarding:
-            data = b"".join(self._parts)
+        if self._pending and not self._discarding:
+            data = bytes(self._pending)
             if state == _TRAILING:
-                out.append(SseEvent(None, data.rstrip(_WS), None))
+                out.append(FramedEvent(None, data.rstrip(_WS), None))
             elif state != _DONE:
                 self.unterminated = True
-                out.append(SseEvent(None, data, None))
-        self._parts.clear()
+                out.append(FramedEvent(None, data, None))
+        self._pending = bytearray()
         self._size = 0
         self._discarding = False
         self._state = _DONE
         return out
 
-    def _scan(self, chunk: bytes, out: list[SseEvent]) -> None:
+    def _scan(self, chunk: bytes, out: list[FramedEvent]) -> None:
         n = len(chunk)
         pos = 0
         start = 0  # where the element in progress begins in this chunk (0: it began earlier)
@@ -176,11 +177,11 @@ class JsonArrayDecoder:
             elif state == _TRAILING:
                 room = self.max_event_bytes - self._size
                 piece = chunk[start : start + room]
-                self._parts.append(piece)
+                self._pending += piece
                 self._size += len(piece)
                 if self._size >= self.max_event_bytes:
-                    out.append(SseEvent(None, b"".join(self._parts), None))
-                    self._parts.clear()
+                    out.append(FramedEvent(None, bytes(self._pending), None))
+                    self._pending = bytearray()
                     self._size = 0
                     state = _DONE
                 break
@@ -190,24 +191,24 @@ class JsonArrayDecoder:
             piece = chunk[start:]
             self._size += len(piece)
             if self._size > self.max_event_bytes:
-                self._parts.clear()
+                self._pending = bytearray()
                 self._size = 0
                 self._discarding = True
                 out.append(OVERSIZED)
             else:
-                self._parts.append(piece)
+                self._pending += piece
         self._state = state
         self._depth = depth
 
-    def _element(self, chunk: bytes, start: int, end: int, out: list[SseEvent]) -> None:
+    def _element(self, chunk: bytes, start: int, end: int, out: list[FramedEvent]) -> None:
         if self._discarding:
             self._discarding = False
         elif self._size + end - start > self.max_event_bytes:
             out.append(OVERSIZED)
-        elif self._parts:
-            self._parts.append(chunk[start:end])
-            out.append(SseEvent(None, b"".join(self._parts), None))
+        elif self._pending:
+            self._pending += chunk[start:end]
+            out.append(FramedEvent(None, bytes(self._pending), None))
         else:
-            out.append(SseEvent(None, chunk[start:end], None))
-        self._parts.clear()
+            out.append(FramedEvent(None, chunk[start:end], None))
+        self._pending = bytearray()
         self._size = 0

@@ -16,9 +16,9 @@ from ..assembly import DEFAULT_MAX_CALLS
 from ..boundaries import cut, hostile_cuts
 from ..decoding import ContentDecoder, ContentEncoder
 from ..decoding import supported as encoding_supported
-from ..framing import FRAMERS
+from ..framing import FRAMERS, EventStreamDecoder, SseDecoder
 from ..framing.sse import DEFAULT_MAX_EVENT_BYTES
-from .events import FrameSplitter, SseSplitter, Unit, parse_frame, parse_sse
+from .events import Unit
 from .formats import INJECTIONS, REPAIRS, build_stages, framing, skip_reason
 from .reorder import Reorderer
 
@@ -94,9 +94,9 @@ class StreamRewriter:
         self._reorderers = [stage for stage in self._stages if isinstance(stage, Reorderer)]
         self._edits = [stage for stage in self._stages if hasattr(stage, "names_split")]
         if self._framing == "sse":
-            self._splitter = SseSplitter()
+            self._splitter = SseDecoder(max_event_bytes, keep_raw=True)
         elif self._framing == "eventstream":
-            self._splitter = FrameSplitter(max_event_bytes)
+            self._splitter = EventStreamDecoder(max_event_bytes, keep_raw=True)
         else:
             self._splitter = None
         # Where calls arrive whole the body passes unsplit; the analysis's own framing still counts its
@@ -259,43 +259,44 @@ class StreamRewriter:
         if self._mode != _REWRITE or self._splitter is None:
             return
         self._commit(self._flush())
-        rest = self._splitter.close()
+        self._splitter.close()
+        rest = self._splitter.rest
         if rest:
             # An unfinished last event (the input was cut): it leaves last, as it came.
             self._events_in += 1
             self._events_out += 1
             self._out += self._cut(rest) if self._rechunk else [rest]
 
-    def _events(self, raws: list[bytes]) -> None:
+    def _events(self, events: list) -> None:
+        """Framed events, each with its exact bytes (``raw``): into the ledger, then through the stages."""
         first = self._origins
         ledger = self._ledger
-        for raw in raws:
-            ledger[self._origins] = raw
+        for event in events:
+            ledger[self._origins] = event.raw
             self._origins += 1
-        self._events_in += len(raws)
+        self._events_in += len(events)
         units: list = []
-        for number, raw in enumerate(raws, first):
-            if len(raw) > self.max_event_bytes:
-                self._stop(f"an event of {len(raw)} bytes is over the {self.max_event_bytes} cap", units)
+        for number, event in enumerate(events, first):
+            if len(event.raw) > self.max_event_bytes:
+                self._stop(f"an event of {len(event.raw)} bytes is over the {self.max_event_bytes} cap", units)
                 return
-            units += self._step(self._unit(number, raw))
+            units += self._step(self._unit(number, event))
         self._commit(units)
         splitter = self._splitter
-        if getattr(splitter, "broken", None):
+        if splitter.broken:
             self._stop(f"{splitter.broken}: the rest passes as it is")
         elif splitter.pending > self.max_event_bytes:
             self._stop(f"an event over {self.max_event_bytes} bytes: the rest passes as it is")
 
-    def _unit(self, origin: int, raw: bytes) -> Unit:
+    def _unit(self, origin: int, event) -> Unit:
+        raw = event.raw
         if not self._stages:
             return Unit(origin, raw, None, [[raw, None]])  # only rechunk: nothing reads the payload
         if self._framing == "sse":
-            name, payload = parse_sse(raw)
-            if payload is None:
-                return Unit(origin, raw, name, [[raw, None]], quiet=True)
-            return Unit(origin, raw, name, [[raw, _load(payload)]])
-        name, kind, payload = parse_frame(raw)
-        return Unit(origin, None, name, [[raw, _load(payload) if kind == "event" else None]])
+            if event.kind == "quiet":
+                return Unit(origin, raw, event.type, [[raw, None]], quiet=True)
+            return Unit(origin, raw, event.type, [[raw, _load(event.data)]])
+        return Unit(origin, None, event.type, [[raw, _load(event.data) if event.kind == "event" else None]])
 
     # -- the stages --------------------------------------------------------------------------------------
 
@@ -419,6 +420,7 @@ class StreamRewriter:
         self._events_out += len(self._ledger)
         self._ledger.clear()
         if self._splitter is not None:
-            rest += self._splitter.close()
+            self._splitter.close()
+            rest += self._splitter.rest
         if rest:
             self._out.append(rest)

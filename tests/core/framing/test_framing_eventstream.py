@@ -331,3 +331,37 @@ def test_a_complete_stream_has_no_incomplete_bytes():
 def test_a_message_of_exactly_the_cap_is_kept_and_one_byte_more_is_not():
     assert decode(A, max_event_bytes=len(A)) == decode(A)
     assert decode(A, max_event_bytes=len(A) - 1) == [OVERSIZED]
+
+
+# -- raw mode (the rewriter's) --------------------------------------------------------------------------------
+
+
+def test_raw_mode_each_message_keeps_its_bytes_however_cut():
+    bad_crc = corrupt(event("contentBlockDelta", b'{"a":1}'), 20)
+    body = CONVERSE + bad_crc + event("messageStop", b"{}")
+    whole = EventStreamDecoder(keep_raw=True).feed(body)
+    assert b"".join(e.raw for e in whole) == body
+    assert [e.kind for e in whole][-2:] == ["malformed", "event"]
+    for cut in range(0, len(body), 37):
+        decoder = EventStreamDecoder(keep_raw=True)
+        got = decoder.feed(body[:cut]) + decoder.feed(body[cut:])
+        assert [(e.raw, e.kind, e.type) for e in got] == [(e.raw, e.kind, e.type) for e in whole]
+
+
+def test_raw_mode_stops_at_a_prelude_it_cannot_read_past_and_keeps_the_rest():
+    good = event("messageStart", b"{}")
+    rest = corrupt(event("contentBlockDelta", b"{}"), 2) + good
+    decoder = EventStreamDecoder(keep_raw=True)
+    assert [e.raw for e in decoder.feed(good + rest)] == [good]
+    assert decoder.broken and "CRC" in decoder.broken and decoder.pending == len(rest)
+    assert decoder.feed(good) == []  # nothing more is framed past it
+    decoder.close()
+    assert decoder.rest == rest + good
+
+
+def test_raw_mode_an_oversized_frame_stops_the_framing_instead_of_dropping_it():
+    big = event("contentBlockDelta", b"x" * 500)
+    decoder = EventStreamDecoder(100, keep_raw=True)
+    assert decoder.feed(big) == [] and "over the 100 cap" in decoder.broken
+    decoder.close()
+    assert decoder.rest == big

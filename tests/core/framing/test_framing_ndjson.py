@@ -149,7 +149,7 @@ def test_a_long_line_is_dropped_without_buffering_it(step):
     for i in range(0, len(body), step):
         events.extend(decoder.feed(body[i : i + step]))
         # At most the cap, and one more byte when that byte is a CR that may end the line.
-        assert decoder._pending_len <= 1000 + 1
+        assert decoder._lines.pending_len <= 1000 + 1
     events.extend(decoder.close())
     assert [e.data for e in events if e is not OVERSIZED] == [b'{"a":1}', b'{"b":2}']
     assert sum(e is OVERSIZED for e in events) == 1

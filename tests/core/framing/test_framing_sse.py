@@ -139,7 +139,7 @@ def test_a_single_line_over_the_cap_is_dropped_without_buffering_it(step):
     events = []
     for i in range(0, len(body), step):
         events.extend(decoder.feed(body[i : i + step]))
-        assert decoder._pending_len <= 1000  # never holds more than the cap
+        assert decoder._lines.pending_len <= 1000  # never holds more than the cap
     events.extend(decoder.close())
     assert [e.data for e in events if e is not OVERSIZED] == [b"a", b"b"]
     assert sum(e is OVERSIZED for e in events) == 1
@@ -161,3 +161,56 @@ def test_one_megabyte_event_fed_one_byte_at_a_time_stays_linear():
     for i in range(len(body)):
         events.extend(feed(body[i : i + 1]))
     assert len(events) == 1 and len(events[0].data) == 1 << 20
+
+
+# -- raw mode (the rewriter's): every byte in exactly one event --------------------------------------------
+
+
+RAW_BODY = b"\xef\xbb\xbfdata: a\r\n\r\n: comment\n\nevent: x\rdata: b\r\rdata: c\n\r\n\ndata: tail"
+RAW_BLOCKS = [
+    b"\xef\xbb\xbfdata: a\r\n\r\n",
+    b": comment\n\n",
+    b"event: x\rdata: b\r\r",
+    b"data: c\n\r\n",
+    b"\n",
+]
+
+
+def _raw(events):
+    return [(e.raw, e.kind, e.type, e.data) for e in events]
+
+
+def test_raw_blocks_keep_their_bytes_and_fields_however_the_input_is_cut():
+    whole = SseDecoder(keep_raw=True)
+    events = whole.feed(RAW_BODY)
+    assert [e.raw for e in events] == RAW_BLOCKS
+    assert [(e.kind, e.type, e.data) for e in events] == [
+        ("event", None, b"a"),  # the BOM is not part of the field name
+        ("quiet", None, b""),
+        ("event", "x", b"b"),
+        ("event", None, b"c"),
+        ("quiet", None, b""),
+    ]
+    assert whole.close() == [] and whole.rest == b"data: tail"
+    for a in range(len(RAW_BODY) + 1):
+        for b in range(a, len(RAW_BODY) + 1):
+            decoder = SseDecoder(keep_raw=True)
+            got = decoder.feed(RAW_BODY[:a]) + decoder.feed(RAW_BODY[a:b]) + decoder.feed(RAW_BODY[b:])
+            assert _raw(got) == _raw(events), (a, b)
+            decoder.close()
+            assert decoder.rest == b"data: tail"
+
+
+def test_raw_mode_a_cr_at_the_end_of_the_input_waits_for_a_possible_lf():
+    decoder = SseDecoder(keep_raw=True)
+    assert decoder.feed(b"data: a\r\n\r") == []
+    assert [e.raw for e in decoder.feed(b"\n")] == [b"data: a\r\n\r\n"]
+
+
+def test_raw_mode_drops_nothing_and_says_how_much_waits():
+    decoder = SseDecoder(max_event_bytes=10, keep_raw=True)
+    big = b"data: " + b"x" * 100 + b"\n"
+    assert decoder.feed(big) == [] and decoder.pending == len(big)
+    (event,) = decoder.feed(b"\n")
+    assert event.raw == big + b"\n" and event.data == b"x" * 100  # the caller's cap, not the framer's
+    assert decoder.pending == 0

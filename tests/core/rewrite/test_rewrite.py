@@ -26,7 +26,7 @@ from accumulator import analyze
 from accumulator.boundaries import hostile_cuts
 from accumulator.decoding import ContentDecoder, ContentEncoder
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter, reorder, supported
-from accumulator.rewrite.events import SseSplitter, sse_event
+from accumulator.rewrite.events import sse_event
 
 try:
     from compression import zstd  # type: ignore[import-not-found]
@@ -1027,32 +1027,6 @@ def test_the_report_names_what_was_done():
 
 
 # -- the raw-event layer -------------------------------------------------------------------------------------
-
-
-def test_sse_blocks_keep_their_bytes_however_the_input_is_cut():
-    body = b"\xef\xbb\xbfdata: a\r\n\r\n: comment\n\nevent: x\rdata: b\r\rdata: c\n\r\n\ndata: tail"
-    whole = SseSplitter()
-    blocks = whole.feed(body)
-    assert blocks == [
-        b"\xef\xbb\xbfdata: a\r\n\r\n",
-        b": comment\n\n",
-        b"event: x\rdata: b\r\r",
-        b"data: c\n\r\n",
-        b"\n",
-    ]
-    assert whole.close() == b"data: tail"
-    for a in range(len(body) + 1):
-        for b in range(a, len(body) + 1):
-            splitter = SseSplitter()
-            got = splitter.feed(body[:a]) + splitter.feed(body[a:b]) + splitter.feed(body[b:])
-            assert got == blocks, (a, b)
-            assert splitter.close() == b"data: tail"
-
-
-def test_a_cr_at_the_end_of_the_input_waits_for_a_possible_lf():
-    splitter = SseSplitter()
-    assert splitter.feed(b"data: a\r\n\r") == []
-    assert splitter.feed(b"\n") == [b"data: a\r\n\r\n"]
 
 
 def test_a_rewritten_sse_event_keeps_its_other_lines_and_line_ends():
