@@ -32,6 +32,7 @@ from accumulator import StreamAccumulator, analyze_exchange, classify, failure_r
 from accumulator.echo import ObservedCalls
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
+from accumulator.result import add_warnings
 from accumulator.rewrite import StreamRewriter
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, record, write_all
@@ -309,7 +310,7 @@ class ToolcallLens:
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
         echoes = self.echo_warnings.pop(flow.id, None)
         if echoes:
-            result["warnings"].extend(echoes)
+            add_warnings(result, echoes)
         self.observed.record(result, flow.id)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result

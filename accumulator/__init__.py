@@ -15,7 +15,7 @@ from . import formats
 from .exchange import Exchange, analyze_exchange, classify, detect_format
 from .formats import sniff_format
 from .limits import DEFAULT_LIMITS, Limits
-from .result import RESULT_SCHEMA, failure_result
+from .result import RESULT_SCHEMA, Result, add_warnings, failure_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .stream import StreamAccumulator, analyze, analyze_http_error, analyze_message
 from .warnings import CATALOGUE
@@ -31,7 +31,9 @@ __all__ = [
     "STRATEGIES",
     "Exchange",
     "Limits",
+    "Result",
     "StreamAccumulator",
+    "add_warnings",
     "analyze",
     "analyze_exchange",
     "analyze_http_error",

@@ -22,6 +22,7 @@ from .echo import ObservedCalls
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .limits import Limits
 from .report import format_report
+from .result import add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
         if job.echo_request is not None:
-            result["warnings"].extend(observed.check(job.echo_request, job.exchange.format))
+            add_warnings(result, observed.check(job.echo_request, job.exchange.format))
             observed.record(result, job.source["flow_id"])
         done.append((job, result))
     results = [result for _, result in done]

@@ -1,12 +1,16 @@
-"""The result of one stream: a JSON-safe dict built once at the end, and its JSON Schema.
+"""The result of one stream: a typed model (``Result`` and its parts) built once at the end, turned into
+the JSON-safe dict in one place (``Result.to_dict``), and that dict's JSON Schema.
 
 Final checks happen here, at the end and never earlier: truncation, arguments that do not parse, each
 hazard strategy's calls compared with the identity result, and the calls checked against what the
-request declared (tool names, their JSON schemas, parallel calls, a forced tool).
+request declared (tool names, their JSON schemas, parallel calls, a forced tool). A front door that has
+more to say of a finished result (the client's echoes) says it through ``add_warnings``, which goes through
+a warning log and its per-code cap like every other warning.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -16,6 +20,129 @@ from .request import RequestFacts
 from .warnings import WarningLog
 
 _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
+
+
+
+@dataclass(slots=True)
+class CallResult:
+    """One tool call as identity routing rebuilt it, with its timing facts."""
+
+    id: str | None
+    index: int | None
+    name: str | None
+    arguments: str
+    deltas: int = 0
+    first_event: int = 0
+    last_event: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+    interleaved: bool = False
+    arguments_truncated: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "index": self.index,
+            "name": self.name,
+            "arguments": self.arguments,
+            "deltas": self.deltas,
+            "first_event": self.first_event,
+            "last_event": self.last_event,
+            "first_at": self.first_at,
+            "last_at": self.last_at,
+            "interleaved": self.interleaved,
+            "arguments_truncated": self.arguments_truncated,
+        }
+
+
+@dataclass(slots=True)
+class ChoiceResult:
+    index: int
+    text: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    finish_reason: str | None = None
+    tool_calls: list[CallResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "index": self.index,
+            "text": self.text,
+            "reasoning": self.reasoning,
+            "refusal": self.refusal,
+            "finish_reason": self.finish_reason,
+            "tool_calls": [call.to_dict() for call in self.tool_calls],
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class Verdict:
+    """Would a client following one hazard strategy rebuild the stream: "ok", "breaks" or "n/a", and why."""
+
+    verdict: str
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"verdict": self.verdict, "reason": self.reason}
+
+
+@dataclass(slots=True)
+class Stats:
+    events: int = 0
+    bytes: int = 0
+    calls_dropped: int = 0
+    deltas_dropped: int = 0
+
+
+@dataclass(slots=True)
+class Result:
+    """Everything one response amounts to. ``to_dict`` is the only place its JSON shape is spelled."""
+
+    format: str
+    streamed: bool
+    complete: bool
+    warnings: WarningLog
+    model: str | None = None
+    response_id: str | None = None
+    choices: list[ChoiceResult] = field(default_factory=list)
+    usage: dict | None = None
+    error: Any = None
+    compatibility: dict[str, Verdict] = field(default_factory=dict)
+    timing: dict | None = None
+    stats: Stats = field(default_factory=Stats)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": self.format,
+            "streamed": self.streamed,
+            "complete": self.complete,
+            "model": self.model,
+            "response_id": self.response_id,
+            "choices": [choice.to_dict() for choice in self.choices],
+            "usage": self.usage,
+            "error": self.error,
+            "warnings": self.warnings.to_list(),
+            "compatibility": {name: verdict.to_dict() for name, verdict in self.compatibility.items()},
+            "timing": self.timing,
+            "stats": {
+                "events": self.stats.events,
+                "bytes": self.stats.bytes,
+                "warnings_suppressed": self.warnings.suppressed,
+                "calls_dropped": self.stats.calls_dropped,
+                "deltas_dropped": self.stats.deltas_dropped,
+            },
+        }
+
+
+def add_warnings(result: dict, warnings: list[dict]) -> None:
+    """Add warnings found after the result was built (a request's echoes) to it, through a warning log:
+    the per-code cap holds, and what it keeps out is counted in ``stats.warnings_suppressed``."""
+    if not warnings:
+        return
+    log = WarningLog.of(result["warnings"], result["stats"]["warnings_suppressed"])
+    log.extend(warnings)
+    result["warnings"] = log.to_list()
+    result["stats"]["warnings_suppressed"] = log.suppressed
 
 
 def build_result(
@@ -31,12 +158,12 @@ def build_result(
     not_applicable: tuple[str, ...] = (),
     timing: dict | None = None,
     first_event_at: float | None = None,
-) -> dict:
+) -> Result:
     """``not_applicable``: strategies asked for that this format gives nothing to route (whole calls)."""
     choices = [assembly.choices[i] for i in sorted(assembly.choices)]
     for state in choices:
         _orphan_warning(state, warnings)
-    out_choices = [_choice_dict(state, warnings, empty_arguments, first_event_at) for state in choices]
+    out_choices = [_choice_result(state, warnings, empty_arguments, first_event_at) for state in choices]
     if request is not None:
         _request_checks(out_choices, request, warnings)
     replayed = assembly.awake_strategies()
@@ -47,10 +174,7 @@ def build_result(
         for strategy in assembly.strategies
     }
     for name in not_applicable:
-        compatibility[name] = {
-            "verdict": "n/a",
-            "reason": "every call arrives whole in this format: nothing to route",
-        }
+        compatibility[name] = Verdict("n/a", "every call arrives whole in this format: nothing to route")
     truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
     if truncated:
         unfinished = [s.index for s in choices if s.finish_reason is None]
@@ -60,59 +184,36 @@ def build_result(
             + (f"; unfinished choices: {unfinished}" if choices else " and before any choice arrived"),
             unfinished_choices=unfinished,
         )
-    return {
-        "format": format,
-        "streamed": streamed,
-        "complete": not truncated and not assembly.errors,
-        "model": assembly.model,
-        "response_id": assembly.response_id,
-        "choices": out_choices,
-        "usage": assembly.usage,
-        "error": assembly.errors[-1] if assembly.errors else None,
-        "warnings": warnings.to_list(),
-        "compatibility": compatibility,
-        "timing": timing,
-        "stats": {
-            "events": events,
-            "bytes": nbytes,
-            "warnings_suppressed": warnings.suppressed,
-            "calls_dropped": assembly.calls_dropped,
-            "deltas_dropped": assembly.deltas_dropped,
-        },
-    }
+    return Result(
+        format=format,
+        streamed=streamed,
+        complete=not truncated and not assembly.errors,
+        warnings=warnings,
+        model=assembly.model,
+        response_id=assembly.response_id,
+        choices=out_choices,
+        usage=assembly.usage,
+        error=assembly.errors[-1] if assembly.errors else None,
+        compatibility=compatibility,
+        timing=timing,
+        stats=Stats(events, nbytes, assembly.calls_dropped, assembly.deltas_dropped),
+    )
 
 
 def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: int = 0) -> dict:
     """The result of a stream whose analysis failed inside toolcall-lens: says so, claims nothing else."""
     warnings = WarningLog()
     warnings.add("internal-error", f"analysis stopped: {message}", error=message)
-    return {
-        "format": format,
-        "streamed": streamed,
-        "complete": False,
-        "model": None,
-        "response_id": None,
-        "choices": [],
-        "usage": None,
-        "error": None,
-        "warnings": warnings.to_list(),
-        "compatibility": {},
-        "timing": None,
-        "stats": {
-            "events": 0,
-            "bytes": nbytes,
-            "warnings_suppressed": 0,
-            "calls_dropped": 0,
-            "deltas_dropped": 0,
-        },
-    }
+    return Result(format, streamed, False, warnings, stats=Stats(bytes=nbytes)).to_dict()
 
 
 def _relative(moment: float | None, origin: float | None) -> float | None:
     return None if moment is None or origin is None else round(moment - origin, 6)
 
 
-def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str, first_event_at: float | None) -> dict:
+def _choice_result(
+    state: ChoiceState, warnings: WarningLog, empty: str, first_event_at: float | None
+) -> ChoiceResult:
     calls = []
     for call in state.calls:
         arguments = call.arguments or empty
@@ -129,84 +230,84 @@ def _choice_dict(state: ChoiceState, warnings: WarningLog, empty: str, first_eve
                     arguments=_cap(arguments),
                 )
         calls.append(
-            {
-                "id": call.id,
-                "index": call.index,
-                "name": call.name,
-                "arguments": arguments,
-                "deltas": call.deltas,
-                "first_event": call.first_event,
-                "last_event": call.last_event,
-                "first_at": _relative(call.first_at, first_event_at),
-                "last_at": _relative(call.last_at, first_event_at),
-                "interleaved": call.interleaved,
-                "arguments_truncated": call.truncated,
-            }
+            CallResult(
+                call.id,
+                call.index,
+                call.name,
+                arguments,
+                call.deltas,
+                call.first_event,
+                call.last_event,
+                _relative(call.first_at, first_event_at),
+                _relative(call.last_at, first_event_at),
+                call.interleaved,
+                call.truncated,
+            )
         )
-    return {
-        "index": state.index,
-        "text": "".join(state.text) if state.text else None,
-        "reasoning": "".join(state.reasoning) if state.reasoning else None,
-        "refusal": "".join(state.refusal) if state.refusal else None,
-        "finish_reason": state.finish_reason,
-        "tool_calls": calls,
-    }
+    return ChoiceResult(
+        state.index,
+        "".join(state.text) if state.text else None,
+        "".join(state.reasoning) if state.reasoning else None,
+        "".join(state.refusal) if state.refusal else None,
+        state.finish_reason,
+        calls,
+    )
 
 
-def _request_checks(out_choices: list[dict], request: RequestFacts, warnings: WarningLog) -> None:
+def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warnings: WarningLog) -> None:
     validators: dict[str, object] = {}
     for out in out_choices:
-        calls = out["tool_calls"]
+        calls = out.tool_calls
         for position, call in enumerate(calls):
-            label = f"call {call['id'] or '#' + str(position)}"
+            label = f"call {call.id or '#' + str(position)}"
             if request.tools is not None:
-                if call["name"] not in request.tools:
+                if call.name not in request.tools:
                     warnings.add(
                         "undeclared-tool",
                         f"{label} "
                         + (
-                            f"names {call['name']!r}, which the request did not declare"
-                            if call["name"]
+                            f"names {call.name!r}, which the request did not declare"
+                            if call.name
                             else "has no name"
                         ),
-                        choice=out["index"],
-                        id=call["id"],
-                        name=call["name"],
+                        choice=out.index,
+                        id=call.id,
+                        name=call.name,
                         declared=sorted(request.tools),
                     )
-                elif request.tools[call["name"]] is not None:
+                elif request.tools[call.name] is not None:
                     _check_schema(
-                        call, label, out["index"], request.tools[call["name"]], validators, warnings
+                        call, label, out.index, request.tools[call.name], validators, warnings
                     )
         if request.parallel is False and len(calls) > 1:
             warnings.add(
                 "parallel-disabled",
-                f"{len(calls)} tool calls in choice {out['index']} although the request turned parallel calls off",
-                choice=out["index"],
-                names=[c["name"] for c in calls],
+                f"{len(calls)} tool calls in choice {out.index} although the request turned parallel calls off",
+                choice=out.index,
+                names=[c.name for c in calls],
             )
         if (
             request.forced
-            and out["finish_reason"] is not None
-            and all(c["name"] != request.forced for c in calls)
+            and out.finish_reason is not None
+            and all(c.name != request.forced for c in calls)
         ):
             warnings.add(
                 "tool-choice-ignored",
-                f"the request forced {request.forced!r} but choice {out['index']} called "
-                + (", ".join(repr(c["name"]) for c in calls) or "no tool"),
-                choice=out["index"],
+                f"the request forced {request.forced!r} but choice {out.index} called "
+                + (", ".join(repr(c.name) for c in calls) or "no tool"),
+                choice=out.index,
                 forced=request.forced,
             )
 
 
 def _check_schema(
-    call: dict, label: str, choice: int, schema: dict, validators: dict, warnings: WarningLog
+    call: CallResult, label: str, choice: int, schema: dict, validators: dict, warnings: WarningLog
 ) -> None:
     try:
-        arguments = orjson.loads(call["arguments"] or "{}")
+        arguments = orjson.loads(call.arguments or "{}")
     except orjson.JSONDecodeError:
         return  # already an invalid-arguments warning
-    validator = validators.get(call["name"])
+    validator = validators.get(call.name)
     if validator is None:
         from jsonschema import exceptions  # only when schemas exist
         from jsonschema import validators as jsonschema_validators
@@ -215,9 +316,9 @@ def _check_schema(
         try:
             cls.check_schema(schema)
         except exceptions.SchemaError:
-            validator = validators[call["name"]] = False  # a schema we cannot judge by: no verdict
+            validator = validators[call.name] = False  # a schema we cannot judge by: no verdict
         else:
-            validator = validators[call["name"]] = cls(schema)
+            validator = validators[call.name] = cls(schema)
     if validator is False:
         return
     error = next(iter(validator.iter_errors(arguments)), None)
@@ -225,10 +326,10 @@ def _check_schema(
         where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         warnings.add(
             "schema-mismatch",
-            f"{label} ({call['name']}): arguments do not match the declared schema at {where}: {error.message}",
+            f"{label} ({call.name}): arguments do not match the declared schema at {where}: {error.message}",
             choice=choice,
-            id=call["id"],
-            name=call["name"],
+            id=call.id,
+            name=call.name,
             path=where,
             error=_cap(error.message, 500),
         )
@@ -256,28 +357,25 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
     )
 
 
-def _agreeing(out_choices: list[dict]) -> dict:
-    total = sum(len(out["tool_calls"]) for out in out_choices)
-    return {
-        "verdict": "ok",
-        "reason": f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild",
-    }
+def _agreeing(out_choices: list[ChoiceResult]) -> Verdict:
+    total = sum(len(out.tool_calls) for out in out_choices)
+    return Verdict("ok", f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild")
 
 
-def _verdict(strategy, out_choices: list[dict], warnings: WarningLog, empty: str) -> dict:
+def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, empty: str) -> Verdict:
     """Compare a strategy's calls with the identity result, choice by choice: a warning where they
     differ, and the one-line verdict."""
     broken = []
     total = 0
     for out in out_choices:
-        identity = out["tool_calls"]
+        identity = out.tool_calls
         total += len(identity)
         simulated = [
             {"id": c["id"] or None, "name": c["name"], "arguments": c["arguments"] or empty}
-            for c in strategy.calls(out["index"])
+            for c in strategy.calls(out.index)
         ]
         if [(c["id"], c["name"], c["arguments"]) for c in simulated] == [
-            (c["id"], c["name"], c["arguments"]) for c in identity
+            (c.id, c.name, c.arguments) for c in identity
         ]:
             continue
         event = strategy.first_divergence
@@ -291,7 +389,7 @@ def _verdict(strategy, out_choices: list[dict], warnings: WarningLog, empty: str
             strategy.code,
             f"{strategy.name} routing would have built {what} (first diverging at event {event}): {summary}",
             strategy=strategy.name,
-            choice=out["index"],
+            choice=out.index,
             first_divergence_event=event,
             would_build=[
                 {"id": c["id"], "name": c["name"], "arguments": _cap(c["arguments"])} for c in simulated
@@ -299,9 +397,8 @@ def _verdict(strategy, out_choices: list[dict], warnings: WarningLog, empty: str
         )
         broken.append(f"{what} at event {event}: {_cap(summary, 160)}")
     if broken:
-        return {"verdict": "breaks", "reason": "builds " + "; ".join(broken)}
-    reason = f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild"
-    return {"verdict": "ok", "reason": reason}
+        return Verdict("breaks", "builds " + "; ".join(broken))
+    return Verdict("ok", f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild")
 
 
 def _cap(text: str, limit: int = _TEXT_CAP) -> str:

@@ -202,7 +202,7 @@ class StreamAccumulator:
             not_applicable=() if self._dialect.fragments else tuple(self._strategies),
             timing=timing,
             first_event_at=self._timing.first_event,
-        )
+        ).to_dict()
         return self._result
 
     def _feed_decoded(self, data: bytes) -> None:
@@ -316,7 +316,7 @@ def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) 
         events=1 if ops else 0,
         nbytes=len(body),
         empty_arguments=dialect_class.empty_arguments,
-    )
+    ).to_dict()
 
 
 def analyze_http_error(
@@ -350,4 +350,4 @@ def analyze_http_error(
         request=None,  # no calls came: checks against the request would only say so again
         events=0,
         nbytes=len(body),
-    )
+    ).to_dict()

@@ -163,6 +163,20 @@ class WarningLog:
         item.update(details)
         self._items.append(item)
 
+    @classmethod
+    def of(cls, items: list[dict], suppressed: int = 0) -> WarningLog:
+        """A log holding the warnings of a result already built (to add more to it, under the same cap)."""
+        log = cls()
+        log.extend(items)
+        log.suppressed += suppressed
+        return log
+
+    def extend(self, items: list[dict]) -> None:
+        """Add warnings already shaped as a result carries them (``{"code", "severity", "message", ...}``)."""
+        for item in items:
+            details = {k: v for k, v in item.items() if k not in ("code", "severity", "message")}
+            self.add(item["code"], item["message"], **details)
+
     def has(self, code: str) -> bool:
         return code in self._per_code
 

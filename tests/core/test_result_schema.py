@@ -91,3 +91,27 @@ def test_only_the_cli_front_door_mentions_mitmproxy():
     for path in (ROOT / "accumulator").rglob("*.py"):
         if path.name != "cli.py":
             assert not re.search(r"^\s*(from|import) mitmproxy", path.read_text(), re.MULTILINE), path
+
+
+def test_the_result_dict_is_spelled_in_one_place():
+    # The typed model (accumulator.result.Result) turns into the dict; nothing else spells its shape.
+    sources = [*(ROOT / "accumulator").rglob("*.py"), *(ROOT / "toolcall_lens").rglob("*.py"), ROOT / "addon.py"]
+    spelled = [p.name for p in sources if '"warnings_suppressed":' in p.read_text()]
+    assert spelled == ["result.py"]
+    extended = [p.name for p in sources if re.search(r"\[\"warnings\"\]\s*\.(extend|append)\(", p.read_text())]
+    assert extended == []
+
+
+def test_warnings_added_to_a_finished_result_go_through_the_log_and_its_cap():
+    from accumulator.result import add_warnings
+    from accumulator.warnings import MAX_PER_CODE
+
+    result = analyze((DATA / "production_interleaved.sse").read_bytes())
+    before = len(result["warnings"])
+    echo = {"code": "client-misassembled", "severity": "warning", "message": "m", "id": "call_x"}
+    add_warnings(result, [dict(echo, id=f"call_{n}") for n in range(MAX_PER_CODE + 5)])
+    found = [w for w in result["warnings"] if w["code"] == "client-misassembled"]
+    assert len(found) == MAX_PER_CODE and found[0]["id"] == "call_0" and found[0]["severity"] == "warning"
+    assert len(result["warnings"]) == before + MAX_PER_CODE
+    assert result["stats"]["warnings_suppressed"] == 5
+    jsonschema.validate(result, RESULT_SCHEMA)
