@@ -22,7 +22,6 @@ from .warnings import WarningLog
 _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
 
 
-
 @dataclass(slots=True)
 class CallResult:
     """One tool call as identity routing rebuilt it, with its timing facts."""
@@ -276,9 +275,7 @@ def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warn
                         declared=sorted(request.tools),
                     )
                 elif request.tools[call.name] is not None:
-                    _check_schema(
-                        call, label, out.index, request.tools[call.name], validators, warnings
-                    )
+                    _check_schema(call, label, out.index, request.tools[call.name], validators, warnings)
         if request.parallel is False and len(calls) > 1:
             warnings.add(
                 "parallel-disabled",
@@ -286,11 +283,7 @@ def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warn
                 choice=out.index,
                 names=[c.name for c in calls],
             )
-        if (
-            request.forced
-            and out.finish_reason is not None
-            and all(c.name != request.forced for c in calls)
-        ):
+        if request.forced and out.finish_reason is not None and all(c.name != request.forced for c in calls):
             warnings.add(
                 "tool-choice-ignored",
                 f"the request forced {request.forced!r} but choice {out.index} called "
