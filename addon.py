@@ -28,17 +28,16 @@ from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
-from accumulator import StreamAccumulator, analyze_exchange, classify, failure_result, formats
+from accumulator import analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
 from accumulator.result import add_warnings
-from accumulator.rewrite import StreamRewriter
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, record, write_all
 from toolcall_lens.redact import REDACTED, mask, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView
-from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, rewrite_plan
+from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -94,7 +93,18 @@ class ToolcallLens:
             # Not an LLM stream: no callable, no cost. A JSON response, or an error where a stream was
             # asked for, is small and buffered by mitmproxy as usual: it is read in `response`.
             return
-        watch = self._watch(flow, exchange.format, settings)
+        # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
+        own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
+        progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
+        watch, skipped = open_watch(
+            flow, exchange.format, settings, keep_body=not own_copy, on_progress=progress
+        )
+        if skipped is not None:
+            logger.info(
+                "toolcall-lens: not rewriting %s: %s",
+                flow.request.pretty_url,
+                "; ".join(f"{s['name']}: {s['reason']}" for s in skipped["skipped"]),
+            )
         self.watches[flow.id] = watch
         flow.response.stream = watch
 
@@ -188,65 +198,6 @@ class ToolcallLens:
             content_type=content_type,
             request=flow.request.get_content(strict=False),
         )
-
-    def _watch(self, flow: http.HTTPFlow, format: str | None, settings: options.Settings):
-        """The stream callable of a new LLM stream: a StreamWatch, wrapped in a RewriteWatch when a rewrite
-        asked for applies to it."""
-        headers = flow.response.headers
-        # The clock the timing facts count from: when mitmproxy had the whole request.
-        started = flow.request.timestamp_end or flow.request.timestamp_start
-        request = flow.request.get_content(strict=False)
-        accumulator = StreamAccumulator(
-            format,
-            request=request,
-            encoding=headers.get("content-encoding"),
-            started_at=started,
-            limits=settings.limits,
-        )
-        # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
-        own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
-        inner = flow.response.stream if callable(flow.response.stream) else None
-        progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
-        watch = StreamWatch(
-            accumulator, format, 0 if own_copy else settings.body_cap, inner, progress, settings.live_every
-        )
-        encoding = headers.get("content-encoding", "")
-        rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
-        if note is not None:
-            watch.rewrite_note = note
-            logger.info(
-                "toolcall-lens: not rewriting %s: %s",
-                flow.request.pretty_url,
-                "; ".join(f"{s['name']}: {s['reason']}" for s in note["skipped"]),
-            )
-        if not rewrite:
-            return watch
-        rewriter = StreamRewriter(
-            format,
-            inject=settings.inject,
-            repair=settings.repair,
-            encoding=encoding or None,
-            max_event_bytes=settings.limits.max_event_bytes,
-            max_calls=settings.limits.max_calls,
-        )
-        # The client's analysis reads what the rewriter sends; the upstream's, what the provider sent.
-        watch.accumulator = StreamAccumulator(
-            format,
-            request=request,
-            encoding=None if rewriter.decodes else encoding,
-            started_at=started,
-            limits=settings.limits,
-        )
-        if rewriter.decodes:
-            headers.pop("content-encoding", None)  # the rewritten body goes out decoded
-        if "content-length" in headers:
-            # The body's length changes; an HTTP/1 client then reads it in chunks.
-            del headers["content-length"]
-            if flow.request.http_version.startswith("HTTP/1") and "chunked" not in headers.get(
-                "transfer-encoding", ""
-            ):
-                headers["transfer-encoding"] = "chunked"
-        return RewriteWatch(accumulator, rewriter, watch)
 
     def _host_watched(self, flow: http.HTTPFlow) -> bool:
         hosts = self._settings().hosts

@@ -210,3 +210,51 @@ def _note(format: str | None, skipped: list[dict]) -> dict:
     order = {name: n for n, name in enumerate((*INJECTIONS, *REPAIRS))}
     skipped.sort(key=lambda entry: order.get(entry["name"], len(order)))
     return {"format": format, "inject": [], "repair": [], "skipped": skipped}
+
+
+def open_watch(flow, format: str | None, settings, *, keep_body: bool = True, on_progress=None):
+    """The stream callable of a new LLM stream on ``flow`` (its response headers in): a StreamWatch, wrapped
+    in a RewriteWatch when a rewrite asked for applies (the headers then fitted to the new body); and the
+    note of a rewrite that was asked for and does not apply (None otherwise), also put on the result."""
+    headers = flow.response.headers
+    # The clock the timing facts count from: when mitmproxy had the whole request.
+    started = flow.request.timestamp_end or flow.request.timestamp_start
+    request = flow.request.get_content(strict=False)
+    encoding = headers.get("content-encoding", "")
+    upstream = StreamAccumulator(
+        format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits
+    )
+    inner = flow.response.stream if callable(flow.response.stream) else None
+    watch = StreamWatch(
+        upstream, format, settings.body_cap if keep_body else 0, inner, on_progress, settings.live_every
+    )
+    rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
+    watch.rewrite_note = note
+    if not rewrite:
+        return watch, note
+    rewriter = StreamRewriter(
+        format,
+        inject=settings.inject,
+        repair=settings.repair,
+        encoding=encoding or None,
+        max_event_bytes=settings.limits.max_event_bytes,
+        max_calls=settings.limits.max_calls,
+    )
+    # The client's analysis reads what the rewriter sends; the upstream's, what the provider sent.
+    watch.accumulator = StreamAccumulator(
+        format,
+        request=request,
+        encoding=None if rewriter.decodes else encoding or None,
+        started_at=started,
+        limits=settings.limits,
+    )
+    if rewriter.decodes:
+        headers.pop("content-encoding", None)  # the rewritten body goes out decoded
+    if "content-length" in headers:
+        # The body's length changes; an HTTP/1 client then reads it in chunks.
+        del headers["content-length"]
+        if flow.request.http_version.startswith("HTTP/1") and "chunked" not in headers.get(
+            "transfer-encoding", ""
+        ):
+            headers["transfer-encoding"] = "chunked"
+    return RewriteWatch(upstream, rewriter, watch), None
