@@ -15,7 +15,7 @@ leave in order of first appearance. The run is consecutive tool blocks; pings pa
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
+from ..rewrite.reorder import ContentBlockKeys
 from ..warnings import WarningLog
 from .base import (
     JsonDialect,
@@ -25,8 +25,9 @@ from .base import (
     as_int,
     as_list,
     as_str,
-    declare,
-    message_list,
+    flat_tools,
+    forced_by_type,
+    message_blocks,
 )
 
 _CALL_BLOCKS = ("tool_use", "server_tool_use")
@@ -167,52 +168,22 @@ class AnthropicDialect(JsonDialect):
 # -- rewriting -----------------------------------------------------------------------------------------------
 
 
-class BlockKeys:
-    """Classifies Anthropic event objects; ``event_of(unit)`` finds the event in a unit."""
-
-    def __init__(self, event_of=None) -> None:
-        self._event_of = event_of or (lambda unit: unit.obj)
-        self._tools: set[int] = set()  # indices of the tool blocks started so far
-
-    def __call__(self, unit) -> tuple[int, object]:
-        if unit.quiet:
-            return PASS, None
-        obj = self._event_of(unit)
-        if type(obj) is not dict:
-            return BOUNDARY, None
-        kind = obj.get("type")
-        index = obj.get("index")
-        if kind == "ping":
-            return PASS, None
-        if type(index) is not int:
-            return BOUNDARY, None
-        if kind == "content_block_start":
-            block = obj.get("content_block")
-            if type(block) is dict and block.get("type") in _CALL_BLOCKS:
-                self._tools.add(index)
-                return START, index
-            self._tools.discard(index)
-            return BOUNDARY, None
-        if index in self._tools:
-            if kind == "content_block_delta":
-                return FRAGMENT, index
-            if kind == "content_block_stop":
-                return END, index
-        return BOUNDARY, None
+def block_keys(event_of=None) -> ContentBlockKeys:
+    """The reorder classifier of Anthropic events; ``event_of(unit)`` finds the event in a unit (Bedrock
+    InvokeModel wraps each one in a frame)."""
+    return ContentBlockKeys(
+        start="content_block_start",
+        delta="content_block_delta",
+        stop="content_block_stop",
+        is_tool=lambda event: as_dict(event.get("content_block")).get("type") in _CALL_BLOCKS,
+        index_field="index",
+        kind_of=lambda unit, event: event.get("type"),
+        event_of=event_of,
+        passing=("ping",),
+    )
 
 
 # -- requests ------------------------------------------------------------------------------------------------
-
-
-def _tools(request: dict) -> dict | None:
-    tools = request.get("tools")
-    if tools is None:
-        return None
-    declared: dict = {}
-    for tool in tools if type(tools) is list else ():
-        if type(tool) is dict:
-            declare(declared, tool, tool.get("input_schema"))
-    return declared
 
 
 def _parallel(request: dict) -> bool | None:
@@ -220,24 +191,13 @@ def _parallel(request: dict) -> bool | None:
     return False if type(choice) is dict and choice.get("disable_parallel_tool_use") is True else None
 
 
-def _forced(request: dict) -> str | None:
-    choice = request.get("tool_choice")
-    if type(choice) is dict and choice.get("type") == "tool" and type(choice.get("name")) is str:
-        return choice["name"]
-    return None
-
-
 def _echoes(request: dict, add_call, add_result) -> None:
-    for turn, message in enumerate(message_list(request, "messages"), 1):
-        content = message.get("content")
-        for block in content if type(content) is list else ():
-            if type(block) is not dict:
-                continue
-            kind = block.get("type")
-            if kind == "tool_use":
-                add_call(block.get("id"), block.get("name"), block.get("input"), turn)
-            elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
-                add_result(block["tool_use_id"])
+    for turn, block in message_blocks(request, "messages", "content"):
+        kind = block.get("type")
+        if kind == "tool_use":
+            add_call(block.get("id"), block.get("name"), block.get("input"), turn)
+        elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
+            add_result(block["tool_use_id"])
 
 
 _EVENTS = ("message_start", "content_block_start", "content_block_delta")
@@ -263,13 +223,13 @@ FORMAT = WireFormat(
     ),
     sniff=_sniff,
     sniff_message=_sniff_message,
-    tools=_tools,
+    tools=lambda request: flat_tools(request, "input_schema"),
     parallel=_parallel,
-    forced=_forced,
+    forced=lambda request: forced_by_type(request, "tool"),
     echoes=_echoes,
     rewrite=RewriteSupport(
         key="content block index",
         name_whole_in="content_block_start",
-        keys=lambda purpose: BlockKeys(),
+        keys=lambda purpose: block_keys(),
     ),
 )

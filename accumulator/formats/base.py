@@ -224,3 +224,30 @@ def message_list(request: dict, key: str) -> list:
     """The conversation a request carries under ``key`` (a list of objects), else empty."""
     items = request.get(key)
     return [m for m in items if type(m) is dict] if type(items) is list else []
+
+
+def flat_tools(request: dict, schema_key: str) -> dict | None:
+    """``tools[]`` of flat declarations (``name`` and the schema under ``schema_key``), or None without a
+    ``tools`` key."""
+    tools = request.get("tools")
+    if tools is None:
+        return None
+    declared: dict = {}
+    for tool in as_list(tools):
+        if type(tool) is dict:
+            declare(declared, tool, tool.get(schema_key))
+    return declared
+
+
+def forced_by_type(request: dict, kind: str) -> str | None:
+    """The tool a ``tool_choice`` of this ``type`` names, or None."""
+    choice = request.get("tool_choice")
+    return named(choice) if type(choice) is dict and choice.get("type") == kind else None
+
+
+def message_blocks(request: dict, key: str, content_key: str):
+    """(turn, block) for every object in the content lists of the conversation under ``key``."""
+    for turn, message in enumerate(message_list(request, key), 1):
+        for block in as_list(message.get(content_key)):
+            if type(block) is dict:
+                yield turn, block

@@ -12,7 +12,7 @@ frames, their bytes and CRCs unchanged.
 from __future__ import annotations
 
 from ..ops import Finish, StreamEnd, TextDelta, ToolCallDelta, Usage
-from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, START
+from ..rewrite.reorder import ContentBlockKeys
 from .base import (
     EventStreamDialect,
     RewriteSupport,
@@ -21,7 +21,7 @@ from .base import (
     as_int,
     as_list,
     declare,
-    message_list,
+    message_blocks,
     named,
 )
 
@@ -83,31 +83,15 @@ class ConverseStreamDialect(EventStreamDialect):
 # -- rewriting -----------------------------------------------------------------------------------------------
 
 
-class ConverseKeys:
-    def __init__(self) -> None:
-        self._tools: set[int] = set()
-
-    def __call__(self, unit) -> tuple[int, object]:
-        obj = unit.obj
-        if type(obj) is not dict:
-            return BOUNDARY, None
-        index = obj.get("contentBlockIndex")
-        if type(index) is not int:
-            return BOUNDARY, None
-        kind = unit.name
-        if kind == "contentBlockStart":
-            start = obj.get("start")
-            if type(start) is dict and type(start.get("toolUse")) is dict:
-                self._tools.add(index)
-                return START, index
-            self._tools.discard(index)
-            return BOUNDARY, None
-        if index in self._tools:
-            if kind == "contentBlockDelta":
-                return FRAGMENT, index
-            if kind == "contentBlockStop":
-                return END, index
-        return BOUNDARY, None
+def _block_keys() -> ContentBlockKeys:
+    return ContentBlockKeys(
+        start="contentBlockStart",
+        delta="contentBlockDelta",
+        stop="contentBlockStop",
+        is_tool=lambda event: type(as_dict(event.get("start")).get("toolUse")) is dict,
+        index_field="contentBlockIndex",
+        kind_of=lambda unit, event: unit.name,  # the frame's :event-type
+    )
 
 
 # -- requests ------------------------------------------------------------------------------------------------
@@ -138,16 +122,12 @@ def _forced(request: dict) -> str | None:
 
 
 def _echoes(request: dict, add_call, add_result) -> None:
-    for turn, message in enumerate(message_list(request, "messages"), 1):
-        content = message.get("content")
-        for block in content if type(content) is list else ():
-            if type(block) is not dict:
-                continue
-            if type(block.get("toolUse")) is dict:
-                use = block["toolUse"]
-                add_call(use.get("toolUseId"), use.get("name"), use.get("input"), turn)
-            elif type(block.get("toolResult")) is dict and type(block["toolResult"].get("toolUseId")) is str:
-                add_result(block["toolResult"]["toolUseId"])
+    for turn, block in message_blocks(request, "messages", "content"):
+        if type(block.get("toolUse")) is dict:
+            use = block["toolUse"]
+            add_call(use.get("toolUseId"), use.get("name"), use.get("input"), turn)
+        elif type(block.get("toolResult")) is dict and type(block["toolResult"].get("toolUseId")) is str:
+            add_result(block["toolResult"]["toolUseId"])
 
 
 def _sniff(event, obj) -> bool:
@@ -169,6 +149,6 @@ FORMAT = WireFormat(
     forced=_forced,
     echoes=_echoes,
     rewrite=RewriteSupport(
-        key="contentBlockIndex", name_whole_in="contentBlockStart", keys=lambda purpose: ConverseKeys()
+        key="contentBlockIndex", name_whole_in="contentBlockStart", keys=lambda purpose: _block_keys()
     ),
 )

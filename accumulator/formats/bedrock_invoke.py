@@ -16,7 +16,7 @@ import orjson
 
 from ..warnings import WarningLog
 from . import anthropic
-from .anthropic import AnthropicDialect, BlockKeys
+from .anthropic import AnthropicDialect, block_keys
 from .base import EventStreamDialect, RewriteSupport, WireFormat
 
 
@@ -70,6 +70,6 @@ FORMAT = WireFormat(
     rewrite=RewriteSupport(
         key="content block index",
         name_whole_in="content_block_start",
-        keys=lambda purpose: BlockKeys(inner_event),
+        keys=lambda purpose: block_keys(inner_event),
     ),
 )

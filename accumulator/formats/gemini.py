@@ -17,7 +17,7 @@ import re
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
-from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, declare, message_list
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, declare, message_blocks
 
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 _VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
@@ -209,18 +209,12 @@ def _forced(request: dict) -> str | None:
 
 
 def _echoes(request: dict, add_call, add_result) -> None:
-    for turn, content in enumerate(message_list(request, "contents"), 1):
-        parts = content.get("parts")
-        for part in parts if type(parts) is list else ():
-            if type(part) is not dict:
-                continue
-            if type(part.get("functionCall")) is dict:
-                call = part["functionCall"]
-                add_call(call.get("id"), call.get("name"), call.get("args"), turn)
-            elif (
-                type(part.get("functionResponse")) is dict and type(part["functionResponse"].get("id")) is str
-            ):
-                add_result(part["functionResponse"]["id"])
+    for turn, part in message_blocks(request, "contents", "parts"):
+        if type(part.get("functionCall")) is dict:
+            call = part["functionCall"]
+            add_call(call.get("id"), call.get("name"), call.get("args"), turn)
+        elif type(part.get("functionResponse")) is dict and type(part["functionResponse"].get("id")) is str:
+            add_result(part["functionResponse"]["id"])
 
 
 FORMAT = WireFormat(

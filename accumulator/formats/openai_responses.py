@@ -18,7 +18,17 @@ import zlib
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
 from ..warnings import WarningLog
-from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str, declare
+from .base import (
+    JsonDialect,
+    RewriteSupport,
+    WireFormat,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    flat_tools,
+    forced_by_type,
+)
 
 _TEXT_EVENTS = {
     "response.output_text.delta": "text",
@@ -232,24 +242,6 @@ class SequenceNumbers:
 # -- requests ------------------------------------------------------------------------------------------------
 
 
-def _tools(request: dict) -> dict | None:
-    tools = request.get("tools")
-    if tools is None:
-        return None
-    declared: dict = {}
-    for tool in tools if type(tools) is list else ():
-        if type(tool) is dict:
-            declare(declared, tool, tool.get("parameters"))
-    return declared
-
-
-def _forced(request: dict) -> str | None:
-    choice = request.get("tool_choice")
-    if type(choice) is dict and choice.get("type") == "function" and type(choice.get("name")) is str:
-        return choice["name"]
-    return None
-
-
 def _echoes(request: dict, add_call, add_result) -> None:
     items = request.get("input")
     if type(items) is not list:
@@ -281,9 +273,9 @@ FORMAT = WireFormat(
     paths=((r"/responses$", False),),
     sniff=_sniff,
     sniff_message=_sniff_message,
-    tools=_tools,
+    tools=lambda request: flat_tools(request, "parameters"),
     parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
-    forced=_forced,
+    forced=lambda request: forced_by_type(request, "function"),
     echoes=_echoes,
     rewrite=RewriteSupport(
         key="output_index",

@@ -222,3 +222,45 @@ class Serializer(Reorderer):
         for key in self._order[self._live :]:
             out += self._groups.get(key, ())
         return out
+
+
+class ContentBlockKeys:
+    """The classifier of formats whose tool calls are content blocks at an index: ``start`` opens a block
+    (a tool call when ``is_tool(event)``), then ``delta`` and ``stop`` events name its index. Any other event
+    ends the run, but those named in ``passing`` (keep-alives) and quiet units, which pass in place.
+    ``event_of(unit)`` finds the event in a unit and ``kind_of(unit, event)`` its kind; ``index_field`` holds
+    the block index."""
+
+    def __init__(self, *, start, delta, stop, is_tool, index_field, kind_of, event_of=None, passing=()) -> None:
+        self._start, self._delta, self._stop = start, delta, stop
+        self._is_tool = is_tool
+        self._index_field = index_field
+        self._kind_of = kind_of
+        self._event_of = event_of or (lambda unit: unit.obj)
+        self._passing = passing
+        self._tools: set[int] = set()  # indices of the tool blocks started so far
+
+    def __call__(self, unit) -> tuple[int, object]:
+        if unit.quiet:
+            return PASS, None
+        event = self._event_of(unit)
+        if type(event) is not dict:
+            return BOUNDARY, None
+        kind = self._kind_of(unit, event)
+        if kind in self._passing:
+            return PASS, None
+        index = event.get(self._index_field)
+        if type(index) is not int:
+            return BOUNDARY, None
+        if kind == self._start:
+            if self._is_tool(event):
+                self._tools.add(index)
+                return START, index
+            self._tools.discard(index)
+            return BOUNDARY, None
+        if index in self._tools:
+            if kind == self._delta:
+                return FRAGMENT, index
+            if kind == self._stop:
+                return END, index
+        return BOUNDARY, None
