@@ -48,7 +48,8 @@ class Bench:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if export.exists():
-                records = [json.loads(line) for line in export.read_bytes().splitlines()]
+                # Whole lines only: the last one may be being written while we read.
+                records = [json.loads(line) for line in export.read_bytes().split(b"\n")[:-1]]
                 records = [r for r in records if case in r["url"]]
                 if records:
                     return records[-1]
