@@ -20,6 +20,7 @@ import orjson
 from . import formats
 from .echo import ObservedCalls
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
+from .framing import MALFORMED, parse_json
 from .limits import Limits
 from .report import format_report
 from .result import add_warnings
@@ -235,10 +236,32 @@ def _jobs(path: str, format: str | None, request: dict | None) -> list[Job]:
     if format is not None and (exchange is None or exchange.kind != MESSAGE or exchange.format != format):
         exchange = Exchange(STREAM, format)  # --format names the stream's format
     if exchange is None:
-        raise InputError(
-            f"cannot tell the wire format of {path}; pass --format ({', '.join(sorted(formats.FORMATS))})"
-        )
+        raise InputError(_not_a_response(path, data))
     return [Job(path, {"file": path}, data, exchange, request)]
+
+
+# Keys a request body has and a response does not: a FILE holding one was meant for --request.
+_REQUEST_KEYS = ("messages", "contents", "input", "prompt", "tools", "toolConfig")
+
+
+def _not_a_response(path: str, data: bytes) -> str:
+    """Why a FILE is not read: it is empty, a request body, or else what it looks like."""
+    if not data.strip():
+        return f"{path} is empty"
+    obj, _ = parse_json(data.strip())
+    if type(obj) is dict and any(key in obj for key in _REQUEST_KEYS):
+        return f"{path} is not an LLM response (it looks like a request body: pass it with --request)"
+    if obj is not MALFORMED:
+        kind = {dict: "a JSON object", list: "a JSON array"}.get(type(obj), "a JSON value")
+        looks = f"{kind} of no format it reads"
+    elif b"\x00" in data[:4096]:
+        looks = "binary data"
+    else:
+        looks = "text: " + repr(data[:40].decode("utf-8", "replace"))
+    return (
+        f"{path} is not an LLM response (it looks like {looks}); a capture of a format it does not "
+        f"recognise can be named with --format ({', '.join(sorted(formats.FORMATS))})"
+    )
 
 
 def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:

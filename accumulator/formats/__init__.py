@@ -10,6 +10,7 @@ import re
 
 from ..framing import MALFORMED, parse_json
 from ..framing.eventstream import EventStreamDecoder
+from ..framing.jsonarray import JsonArrayDecoder
 from ..framing.ndjson import NdjsonDecoder
 from ..framing.sse import SseDecoder
 from . import (
@@ -44,7 +45,12 @@ _PATHS: tuple[tuple[re.Pattern, str, bool], ...] = tuple(
     (pattern, wire.name, always) for wire in FORMATS.values() for pattern, always in wire.compiled_paths
 )
 # Each framing's decoder, to read the first events of a body of unknown format.
-_SNIFF_DECODERS = {"sse": SseDecoder, "ndjson": NdjsonDecoder, "eventstream": EventStreamDecoder}
+_SNIFF_DECODERS = {
+    "sse": SseDecoder,
+    "ndjson": NdjsonDecoder,
+    "jsonarray": JsonArrayDecoder,
+    "eventstream": EventStreamDecoder,
+}
 
 
 def get(name: str) -> WireFormat:
@@ -72,11 +78,8 @@ def sniff_format(head: bytes) -> str | None:
         return None  # not even one AWS prelude yet
     allowed = framings_allowed(head)
     candidates = [wire for wire in FORMATS.values() if any(f in allowed for f in wire.framings)]
-    if allowed == ("jsonarray",) and len(candidates) == 1:
-        return candidates[0].name  # only one format writes a JSON array progressively
-    decoder = _SNIFF_DECODERS.get(allowed[0])
-    if decoder is None:
-        return None
+    # Each element or line is asked about: a "[" alone, or a "{", says nothing of whose it is.
+    decoder = _SNIFF_DECODERS[allowed[0]]
     for event in decoder().feed(head[:SNIFF_BYTES])[:_SNIFF_EVENTS]:
         obj = None
         if event.data and event.data != b"[DONE]" and event.kind == "event":

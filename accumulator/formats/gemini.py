@@ -21,6 +21,8 @@ from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_l
 
 _PATH_TOKEN = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 _VALUE_FIELDS = ("stringValue", "numberValue", "boolValue")
+# Keys only a GenerateContentResponse has (a chunk may carry usage or the model version alone).
+_GEMINI_KEYS = frozenset(("candidates", "usageMetadata", "modelVersion", "promptFeedback"))
 
 
 class GeminiDialect(JsonDialect):
@@ -223,7 +225,7 @@ FORMAT = WireFormat(
     # A JSON array written progressively, unless the request asked for alt=sse: the first byte tells.
     framings=("jsonarray", "sse"),
     paths=((r":streamGenerateContent$", True), (r":generateContent$", False)),
-    sniff=lambda event, obj: obj is not None and "candidates" in obj,
+    sniff=lambda event, obj: obj is not None and not _GEMINI_KEYS.isdisjoint(obj),
     sniff_message=lambda obj: "candidates" in obj,
     tools=_tools,
     forced=_forced,

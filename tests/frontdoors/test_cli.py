@@ -64,7 +64,7 @@ def test_format_option_reads_what_detection_cannot(tmp_path, capsys):
     path = tmp_path / "cut.sse"
     path.write_bytes(b'data: {"oops\n\n')  # nothing recognisable
     assert main([str(path)]) == 2
-    assert "cannot tell the wire format" in capsys.readouterr().err
+    assert "is not an LLM response" in capsys.readouterr().err
     assert main([str(path), "--format", "openai-chat", "--json"]) == 1
     codes = [w["code"] for w in json.loads(capsys.readouterr().out)["results"][0]["warnings"]]
     assert codes == ["malformed-event", "truncated-stream"]
@@ -278,8 +278,35 @@ def test_several_files_every_readable_one_is_analysed_and_the_bad_ones_are_repor
     results = json.loads(captured.out)["results"]
     assert [r["source"]["file"] for r in results] == [CLEAN, misrouted, str(noise), "/nonexistent/body.sse"]
     assert [("format" in r) for r in results] == [True, True, False, False]  # two results, two errors
-    assert "cannot tell the wire format" in results[2]["error"] and "cannot read" in results[3]["error"]
+    assert "is not an LLM response (it looks like text" in results[2]["error"]
+    assert "cannot read" in results[3]["error"]
     assert str(noise) in captured.err and "/nonexistent/body.sse" in captured.err
     assert main(argv) == 2  # the report too: both good files, then exit 2
     out = capsys.readouterr().out
     assert out.count("== ") == 2 and "recency" in out
+
+
+@pytest.mark.parametrize(
+    "content,says",
+    [
+        (b'[{"a":1},{"b":2}]', "it looks like a JSON array of no format it reads"),
+        (b'[build-system]\nrequires = ["setuptools"]\n', "it looks like text"),
+        (b"", "is empty"),
+        (b"  \n", "is empty"),
+        (b'{"model": "gpt-4o", "messages": [], "stream": true}', "pass it with --request"),
+        (b"\x7fELF\x00\x00\x01", "it looks like binary data"),
+    ],
+    ids=["json-array", "toml", "empty", "blank", "request-body", "binary"],
+)
+def test_a_file_that_is_no_llm_response_is_exit_2_saying_what_it_looks_like(tmp_path, capsys, content, says):
+    path = tmp_path / "file"
+    path.write_bytes(content)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""
+
+
+def test_a_json_array_of_gemini_responses_is_still_read_as_gemini(tmp_path, capsys):
+    assert main([str(DATA / "gemini_parallel.json"), "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["results"][0]["format"] == "gemini"
