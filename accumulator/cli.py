@@ -11,6 +11,7 @@ fixture for a client's own tests, or a repaired one), write it to OUT and report
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     if failures:
         return 2
+    if rewriting:
+        return 0  # the rewrite was written; its warnings are what was asked for (a hostile fixture)
     failed = any(w["severity"] == "warning" for result in results for w in result["warnings"])
     return 1 if failed else 0
 
@@ -272,10 +275,19 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
     from mitmproxy import io as mitmproxy_io
 
     jobs = []
+    # A dump cut off mid-write (mitmdump killed) still holds every flow before the cut: read those.
+    flows = []
     try:
-        flows = list(mitmproxy_io.FlowReader(io.BytesIO(data)).stream())
+        for flow in mitmproxy_io.FlowReader(io.BytesIO(data)).stream():
+            flows.append(flow)
     except exceptions.FlowReadException as exc:
-        raise InputError(f"{path} is not a readable mitmproxy dump: {exc}") from None
+        if not flows:
+            raise InputError(f"{path} is not a readable mitmproxy dump: {exc}") from None
+        print(
+            f"toolcall-lens: {path}: the dump is cut off after {len(flows)} whole flow(s) ({exc}); "
+            "those were read, the rest is lost",
+            file=sys.stderr,
+        )
     for flow in flows:
         if not isinstance(flow, http.HTTPFlow) or flow.response is None:
             continue
@@ -317,7 +329,15 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
 
 
 def run() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as command-line tools do, with the status a
+        # shell gives a program SIGPIPE ended. stdout goes to /dev/null so the exit flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + 13)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

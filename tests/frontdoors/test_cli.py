@@ -223,7 +223,8 @@ def test_non_streamed_json_body(tmp_path, capsys):
 def test_inject_writes_a_hostile_fixture_and_reports_on_it(tmp_path, capsys):
     out = tmp_path / "hostile.sse"
     # The clean stream's two calls come one after the other: interleaved, recency breaks on them.
-    assert main([CLEAN, "--inject", "interleave,split-names", "--output", str(out), "--json"]) == 1
+    # Written as asked: exit 0 (a script under `set -e` goes on), though the report lists its warnings.
+    assert main([CLEAN, "--inject", "interleave,split-names", "--output", str(out), "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["source"] == {"file": str(out), "rewritten_from": CLEAN}
     assert result["rewrite"]["inject"] == ["interleave", "split-names"]
@@ -310,3 +311,30 @@ def test_a_file_that_is_no_llm_response_is_exit_2_saying_what_it_looks_like(tmp_
 def test_a_json_array_of_gemini_responses_is_still_read_as_gemini(tmp_path, capsys):
     assert main([str(DATA / "gemini_parallel.json"), "--json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["results"][0]["format"] == "gemini"
+
+
+def test_a_dump_cut_off_mid_write_gives_the_flows_before_the_cut(tmp_path, capsys):
+    dump = tmp_path / "session.flows"
+    flows = _dump_with_flows(dump)
+    whole = dump.read_bytes()
+    dump.write_bytes(whole[: len(whole) - 50])  # mitmdump killed while writing its last flow
+    assert main([str(dump), "--json"]) == 1
+    captured = capsys.readouterr()
+    results = json.loads(captured.out)["results"]
+    assert [r["source"]["flow_id"] for r in results] == [flows[0].id, flows[3].id]  # the last flow is lost
+    assert "the dump is cut off after" in captured.err and "the rest is lost" in captured.err
+
+
+@pytest.mark.live  # the installed console script, its output piped into a reader that leaves early
+def test_a_reader_that_leaves_early_ends_the_report_quietly(tmp_path):
+    exe = shutil.which("toolcall-lens", path=str(Path(sys.executable).parent))
+    files = [PRODUCTION] * 400  # a report far larger than a pipe's buffer
+    process = subprocess.Popen([exe, *files], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout.read(100)  # like `| head -c 100`
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=60) == 141
+    finally:
+        process.kill()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr and stderr == ""
