@@ -15,6 +15,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import orjson
 
@@ -279,7 +280,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
     flows = []
     try:
         for flow in mitmproxy_io.FlowReader(io.BytesIO(data)).stream():
-            flows.append(flow)
+            flows.append(flow)  # noqa: PERF402 - one by one: the reader raises at the cut, after the good ones
     except exceptions.FlowReadException as exc:
         if not flows:
             raise InputError(f"{path} is not a readable mitmproxy dump: {exc}") from None
@@ -311,8 +312,9 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
             continue
         jobs.append(
             Job(
-                f"{path} {flow.request.method} {url}",
-                {"file": path, "flow_id": flow.id, "url": url},
+                # The flow's short id and time: what a warning naming "flow d2767f4c-..." leads to.
+                f"{path}: flow {flow.id[:8]} at {_clock(flow.request.timestamp_start)}, {flow.request.method} {url}",
+                {"file": path, "flow_id": flow.id, "url": url, "time": _iso(flow.request.timestamp_start)},
                 body,
                 exchange,
                 request if request is not None else flow_request,
@@ -326,6 +328,14 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
     if not jobs:
         print(f"toolcall-lens: {path}: no LLM flows with a body in this dump", file=sys.stderr)
     return jobs
+
+
+def _clock(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%H:%M:%S UTC")
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 def run() -> None:

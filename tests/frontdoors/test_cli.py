@@ -163,9 +163,12 @@ def test_reads_mitmproxy_dumps_one_result_per_llm_flow(tmp_path, capsys):
     assert [w["code"] for w in results[0]["warnings"]] == ["recency-misroute"]
     assert results[1]["streamed"] is False and results[1]["choices"][0]["text"] == "hi"
     assert f"flow {flows[2].id}" in captured.err and "no stored body" in captured.err
-    # The readable report names each flow.
+    assert results[0]["source"]["time"].endswith("+00:00")  # ISO 8601, UTC
+    # The readable report names each flow: its short id (what a warning's "flow <id>" leads to), its time.
     assert main([str(dump)]) == 1
-    assert f"POST {flows[0].request.pretty_url}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"POST {flows[0].request.pretty_url}" in out
+    assert f"flow {flows[0].id[:8]} at " in out and " UTC, POST" in out
 
 
 def test_unreadable_dump_is_an_input_error(tmp_path, capsys):
