@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 
+from .strategies import STRATEGIES
+
 
 def format_report(result: dict, title: str | None = None) -> str:
     lines: list[str] = []
@@ -50,6 +52,8 @@ def format_report(result: dict, title: str | None = None) -> str:
         width = max(map(len, compatibility))
         for name, verdict in compatibility.items():
             lines.append(f"  {name:{width}}  {verdict['verdict']:6}  {verdict['reason']}")
+            if verdict["verdict"] == "breaks" and _clients(name):
+                lines.append(f"  {'':{width}}          who follows it: {_clients(name)}")
     usage = result["usage"]
     if usage:
         parts = [
@@ -89,6 +93,12 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def _clients(strategy: str) -> str:
+    """The well-known clients that follow a hazard strategy's rule ("" for one the core does not know)."""
+    known = STRATEGIES.get(strategy)
+    return known.clients if known is not None else ""
 
 
 def _pretty(arguments: str) -> str:
@@ -144,6 +154,8 @@ def format_view(result: dict) -> str:
             choice = next((c for c in result["choices"] if c["index"] == warning.get("choice")), None)
             truth = choice["tool_calls"] if choice else []
             lines.append("")
+            if _clients(name):
+                lines.append(f"{name}: {_clients(name)}")
             lines.extend(
                 _side_by_side(f"{name} would build", warning["would_build"], "the stream carried", truth)
             )

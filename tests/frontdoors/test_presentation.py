@@ -9,7 +9,7 @@ import pytest
 from mitmproxy import contentviews
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow
-from streams import DATA
+from streams import DATA, call, choice, chunk, sse, tool_chunk
 from test_addon import PRODUCTION, llm_flow, pieces, stream_through
 
 import addon as addon_module
@@ -203,3 +203,23 @@ def test_redaction_can_be_turned_off_and_covers_failed_requests():
 )
 def test_the_mask_keeps_only_a_few_characters(value, masked):
     assert addon_module._mask(value) == masked
+
+
+def test_a_failing_rule_is_named_with_the_clients_that_follow_it():
+    from accumulator import analyze
+    from accumulator.report import format_report, format_view
+    from accumulator.strategies import STRATEGIES
+
+    # The name repeated on every delta: generic delta mergers double it.
+    stream = sse(
+        tool_chunk(call(0, "call_r", "read_file", '{"path": ')),
+        tool_chunk(call(0, None, "read_file", '"a.txt"}')),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(stream)
+    assert result["compatibility"]["field-concat"]["verdict"] == "breaks"
+    report = format_report(result)
+    clients = STRATEGIES["field-concat"].clients
+    assert "openai-python's accumulate_delta" in clients and f"who follows it: {clients}" in report
+    assert report.count("who follows it") == sum(v["verdict"] == "breaks" for v in result["compatibility"].values())
+    assert f"field-concat: {clients}" in format_view(result)  # the content view, above the side by side
