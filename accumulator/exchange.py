@@ -20,6 +20,7 @@ STREAM_CONTENT_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream
 class Exchange:
     kind: str  # STREAM, MESSAGE or HTTP_ERROR
     format: str | None  # None only for a stream on a path we do not know: its first bytes will tell
+    stream_asked: bool = False  # an HTTP error where a stream was asked for (the path, or "stream": true)
 
     @property
     def streamed(self) -> bool:
@@ -64,7 +65,7 @@ def classify(
         return None
     format, always = found
     if status is not None and status >= 400:
-        return Exchange(HTTP_ERROR, format)
+        return Exchange(HTTP_ERROR, format, always or _asked_to_stream(request))
     if always or kind in STREAM_CONTENT_TYPES:
         return Exchange(STREAM, format)
     if kind == "application/json" or kind.endswith("+json"):
@@ -115,7 +116,12 @@ def analyze_exchange(
 
     if exchange.kind == HTTP_ERROR:
         return analyze_http_error(
-            body, exchange.format, status=status or 0, reason=reason, content_type=content_type
+            body,
+            exchange.format,
+            status=status or 0,
+            reason=reason,
+            content_type=content_type,
+            streamed=exchange.stream_asked,
         )
     if exchange.kind == MESSAGE:
         return analyze_message(body, exchange.format, request=request)

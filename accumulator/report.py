@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from .assembly import error_text
 from .strategies import STRATEGIES
 
 
@@ -95,6 +96,15 @@ def format_report(result: dict, title: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _said(result: dict, error: dict) -> str:
+    """What the provider said in an error response: its message, else what kind of body it sent."""
+    provider = result.get("error")
+    if type(provider) is dict and "status" not in provider:
+        return _one_line(error_text(provider), 200)
+    kind = (error.get("content_type") or "no content type").split(";", 1)[0]
+    return f"{kind} body: {_one_line(error.get('body') or '', 120)}"
+
+
 def _clients(strategy: str) -> str:
     """The well-known clients that follow a hazard strategy's rule ("" for one the core does not know)."""
     known = STRATEGIES.get(strategy)
@@ -122,7 +132,12 @@ def summary_line(result: dict) -> str:
     if not result.get("streamed", True):
         head += " (not streamed)"
     names = [call["name"] or "?" for choice in result["choices"] for call in choice["tool_calls"]]
-    if names:
+    error = next((w for w in result["warnings"] if w["code"] == "http-error"), None)
+    if error is not None:
+        # The status and what the provider said, first: the rest of the line has nothing to add.
+        head = result["format"] + (" (stream asked for)" if result.get("streamed") else "")
+        body = f"HTTP {error.get('status')} {error.get('reason') or ''}".rstrip() + f": {_said(result, error)}"
+    elif names:
         body = f"{len(names)} call{'s' if len(names) != 1 else ''}: {', '.join(names)}"
     else:
         chars = sum(len(choice["text"] or "") for choice in result["choices"])

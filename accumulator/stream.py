@@ -320,10 +320,11 @@ def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) 
 
 
 def analyze_http_error(
-    body: bytes, format: str, *, status: int, reason: str = "", content_type: str = ""
+    body: bytes, format: str, *, status: int, reason: str = "", content_type: str = "", streamed: bool = False
 ) -> dict:
     """The result for an error status (400 and up) on an LLM path, streamed request or not: no calls, an
-    ``http-error`` naming the status, and the provider's error object when the body is JSON."""
+    ``http-error`` naming the status, and the provider's error object when the body is JSON. ``streamed``:
+    a stream was asked for (the result says so, though none came)."""
     formats.get(format)  # ValueError for a format we do not know
     warnings = WarningLog()
     assembly = Assembly(warnings, [])
@@ -344,7 +345,7 @@ def analyze_http_error(
     assembly.errors.append(error if error is not None else {"status": status, "body": snippet(body)})
     return build_result(
         format=format,
-        streamed=False,
+        streamed=streamed,
         assembly=assembly,
         warnings=warnings,
         request=None,  # no calls came: checks against the request would only say so again

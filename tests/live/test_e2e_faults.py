@@ -229,6 +229,10 @@ def test_an_html_error_page_where_a_stream_was_asked_for(proxy):
     (warning,) = record["result"]["warnings"]
     assert warning["status"] == 502 and warning["content_type"] == "text/html"
     assert "502 Bad Gateway" in warning["message"] and record["status"] == 502
+    assert record["result"]["streamed"] is True  # a stream was asked for, and an error page came
+    (line,) = [line for line in proxy.process.lines if "toolcall-lens POST" in line and "case=html502" in line]
+    assert "openai-chat (stream asked for): HTTP 502 Bad Gateway: text/html body: <html>" in line, line
+    assert "not streamed" not in line
     proxy.still_serving()
 
 
@@ -242,6 +246,10 @@ def test_a_json_rate_limit_error_where_a_stream_was_asked_for(proxy):
     assert codes(record) == ["http-error"]
     assert record["result"]["error"] == fake_provider.RATE_LIMITED
     assert "Rate limit reached" in record["result"]["warnings"][0]["message"]
+    (line,) = [line for line in proxy.process.lines if "toolcall-lens POST" in line and "case=json429" in line]
+    # The log line says the status and the provider's message, not "? (not streamed): no calls".
+    assert "anthropic-messages (stream asked for): HTTP 429 Too Many Requests: Rate limit reached" in line, line
+    assert "not streamed" not in line and "no calls" not in line
     proxy.still_serving()
 
 
