@@ -47,6 +47,8 @@ class Job:
     status: int | None = None  # a dump flow's HTTP status, reason and content type
     reason: str = ""
     content_type: str = ""
+    recorded: dict | None = None  # a dump flow's result as the addon recorded it live, if it ran
+    stamps: tuple | None = None  # a dump flow's timestamps: request end, response start and end
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +213,56 @@ def _run(job: Job, limits: Limits) -> dict | None:
         return None
     if job.rewrite is not None:
         result["rewrite"] = job.rewrite
-    return {**result, "source": job.source}
+    source = dict(job.source)
+    if job.stamps is not None and job.exchange.streamed:
+        _timing_from_the_flow(result, job, source)
+    return {**result, "source": source}
+
+
+def _recorded(flow) -> dict | None:
+    recorded = flow.metadata.get("toolcall_lens")
+    return recorded if type(recorded) is dict else None
+
+
+def _timing_from_the_flow(result: dict, job: Job, source: dict) -> None:
+    """A dump's stream: the analysis is re-computed from the stored body, which has no clock; the timing
+    the addon measured live is kept (with each call's times, and its stall notes), or else what the flow's
+    own timestamps tell. ``source`` says which."""
+    recorded = job.recorded
+    timing = recorded.get("timing") if recorded else None
+    if type(timing) is dict and timing.get("clock"):
+        result["timing"] = timing
+        _call_times(result, recorded)
+        add_warnings(result, [w for w in recorded.get("warnings", ()) if w.get("code") == "stalled"])
+        source["timing"] = "recorded live by the addon; the rest re-computed from the stored body"
+        return
+    sent, first, last = job.stamps
+    if sent is None or first is None:
+        return
+    duration = last - sent if last is not None else None
+    span = last - first if last is not None else None
+    result["timing"] = {
+        "clock": True,
+        "time_to_first_byte": round(first - sent, 6),
+        "time_to_first_event": None,
+        "time_to_first_token": None,
+        "first_token_event": None,
+        "duration": round(duration, 6) if duration is not None else None,
+        "events_per_second": round(result["stats"]["events"] / span, 3) if span else None,
+        "longest_gap": None,
+        "longest_gap_after_event": None,
+    }
+    source["timing"] = "the flow's timestamps (the addon did not record this flow); the rest re-computed"
+
+
+def _call_times(result: dict, recorded: dict) -> None:
+    """Each call's first and last arrival, as the addon saw them, where it rebuilt the same calls."""
+    for choice, live in zip(result["choices"], recorded.get("choices") or (), strict=False):
+        calls, live_calls = choice["tool_calls"], live.get("tool_calls") or ()
+        if [(c["id"], c["name"]) for c in calls] != [(c.get("id"), c.get("name")) for c in live_calls]:
+            continue
+        for call, live_call in zip(calls, live_calls, strict=True):
+            call["first_at"], call["last_at"] = live_call.get("first_at"), live_call.get("last_at")
 
 
 def _read_bytes(path: str) -> bytes:
@@ -323,6 +374,8 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
                 status=response.status_code,
                 reason=response.reason,
                 content_type=content_type,
+                recorded=_recorded(flow),
+                stamps=(flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
             )
         )
     if not jobs:

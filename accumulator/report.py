@@ -76,7 +76,8 @@ def format_report(result: dict, title: str | None = None) -> str:
         ]
         if timing["events_per_second"] is not None:
             facts.append(f"{timing['events_per_second']:.1f} events/s")
-        lines.append("timing: " + ", ".join(facts))
+        whence = (result.get("source") or {}).get("timing")
+        lines.append(("timing: " if not whence else f"timing ({whence}): ") + ", ".join(facts))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     rewrite = result.get("rewrite")

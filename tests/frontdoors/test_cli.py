@@ -341,3 +341,66 @@ def test_a_reader_that_leaves_early_ends_the_report_quietly(tmp_path):
     finally:
         process.kill()
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr and stderr == ""
+
+
+def _stream_flow(body: bytes):
+    from mitmproxy.test import tflow
+
+    f = tflow.tflow(resp=True)
+    f.request.method = "POST"
+    f.request.path = "/v1/chat/completions"
+    f.request.content = b'{"stream": true}'
+    f.response.headers["content-type"] = "text/event-stream"
+    f.response.raw_content = body
+    f.request.timestamp_end = 100.0
+    f.response.timestamp_start = 100.25  # the response headers came a quarter second after the request
+    f.response.timestamp_end = 102.0
+    return f
+
+
+def _write(path: Path, *flows) -> None:
+    from mitmproxy import io as mio
+
+    with open(path, "wb") as f:
+        writer = mio.FlowWriter(f)
+        for flow in flows:
+            writer.add(flow)
+
+
+def test_a_dump_keeps_the_timing_the_addon_measured_live_and_says_what_was_recomputed(tmp_path, capsys):
+    from accumulator import StreamAccumulator
+
+    body = (DATA / "production_interleaved.sse").read_bytes()
+    live = StreamAccumulator("openai-chat", started_at=100.0, stall_seconds=0.5)
+    events = body.split(b"\n\n")
+    for n, event in enumerate(events):  # the addon's clock: one event every 0.1 s, a 1 s silence after the 3rd
+        live.feed(event + b"\n\n" if n < len(events) - 1 else event, now=100.3 + 0.1 * n + (1.0 if n >= 3 else 0))
+    recorded = live.finish(now=102.0)
+    assert recorded["timing"]["clock"] and any(w["code"] == "stalled" for w in recorded["warnings"])
+    flow = _stream_flow(body)
+    flow.metadata["toolcall_lens"] = recorded
+    dump = tmp_path / "live.flows"
+    _write(dump, flow)
+    assert main([str(dump), "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["timing"] == recorded["timing"]  # not null: what the addon measured
+    assert [c["first_at"] for c in result["choices"][0]["tool_calls"]] == [
+        c["first_at"] for c in recorded["choices"][0]["tool_calls"]
+    ]
+    assert "stalled" in [w["code"] for w in result["warnings"]]
+    assert result["source"]["timing"].startswith("recorded live by the addon; the rest re-computed")
+    assert main([str(dump)]) == 1
+    assert "timing (recorded live by the addon; the rest re-computed from the stored body): first byte" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_dump_made_without_the_addon_gives_the_timing_its_flow_timestamps_tell(tmp_path, capsys):
+    dump = tmp_path / "plain.flows"
+    _write(dump, _stream_flow((DATA / "production_interleaved.sse").read_bytes()))
+    assert main([str(dump), "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    timing = result["timing"]
+    assert timing["time_to_first_byte"] == 0.25 and timing["duration"] == 2.0
+    assert timing["time_to_first_token"] is None  # a file has no arrival time per event
+    assert result["source"]["timing"].startswith("the flow's timestamps")
