@@ -195,10 +195,11 @@ def test_redaction_can_be_turned_off_and_covers_failed_requests():
 @pytest.mark.parametrize(
     "value,masked",
     [
-        ("Bearer sk-proj-abcdefghijklmnop", "Bearer sk-pro…[redacted]"),
-        ("sk-ant-api03-xyzxyzxyzxyz", "sk-ant…[redacted]"),
-        ("short", "s…[redacted]"),
-        ("Bearer sk-proj…[redacted]", "Bearer sk-proj…[redacted]"),  # idempotent
+        ("Bearer sk-proj-abcdefghijklmnop", "Bearer sk-pro...[redacted]"),
+        ("sk-ant-api03-xyzxyzxyzxyz", "sk-ant...[redacted]"),
+        ("short", "s...[redacted]"),
+        ("Bearer sk-proj...[redacted]", "Bearer sk-proj...[redacted]"),  # idempotent
+        ("Bearer sk-proj\u2026[redacted]", "Bearer sk-proj\u2026[redacted]"),  # an older dump's marker
     ],
 )
 def test_the_mask_keeps_only_a_few_characters(value, masked):
