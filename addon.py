@@ -54,6 +54,7 @@ class ToolcallLens:
         self.echo_warnings: dict[str, list[dict]] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
+        self.started = False  # the running hook came: mitmproxy is past its start-up checks
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -61,11 +62,22 @@ class ToolcallLens:
     def configure(self, updated) -> None:
         if not any(name.startswith(options.PREFIX) for name in updated):
             return
-        settings = options.parse(ctx.options)
-        if "toolcall_lens_jsonl" in updated:
-            self._open_export(settings.jsonl)
+        try:
+            settings = options.parse(ctx.options)
+            if "toolcall_lens_jsonl" in updated:
+                self._open_export(settings.jsonl)
+        except exceptions.OptionsError as exc:
+            if self.started or ctx.master.addons.get("errorcheck") is None:
+                raise  # a change while running: mitmproxy refuses it, says why, and keeps the old values
+            # At start-up mitmproxy prints an OptionsError from a script's configure with a traceback; an
+            # error logged before the running hook makes it exit (its errorcheck addon) on this line alone.
+            logger.error("%s", exc)
+            return
         self.observed.size = settings.index_size
         self.settings = settings
+
+    def running(self) -> None:
+        self.started = True
 
     # -- hooks ---------------------------------------------------------------------------------------------
 
