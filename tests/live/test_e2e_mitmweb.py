@@ -1,14 +1,19 @@
-"""mitmweb, through its own HTTP API (no browser): the addon's commands run as mitmweb's command bar runs
-them (``POST /commands/NAME``, token and XSRF cookie)."""
+"""mitmweb, through its own HTTP API (no browser): the mitmweb command lines the docs give start, with their
+ports moved to free ones in the same relation, and both the proxy and the page answer; the addon's
+commands run as mitmweb's command bar runs them (``POST /commands/NAME``, token and XSRF cookie)."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import time
+import urllib.error
+import urllib.request
 
 import pytest
-from weblab import start_mitmweb_proxy
+from lab import BIN
+from recipes import DEFAULT_PROXY_PORT, FLAGS, MODE_PORT, Recipe, recipes
+from weblab import free_port, start_mitmweb, start_mitmweb_proxy
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
@@ -28,6 +33,63 @@ def stream_through(port: int, path: str = "/v1/chat/completions") -> bytes:
         return response.read()
     finally:
         conn.close()
+
+
+def localised(recipe: Recipe, web_port: int, provider: int, save: str) -> tuple[list[str], list[int]]:
+    """The recipe's command line with every port it uses (its defaults too) moved to a free one, the same
+    port to the same one (mitmweb's page to ``web_port``), each upstream replaced by the fake provider, and
+    mitmweb kept from opening a browser; and the ports its proxies will listen on."""
+    ports = {recipe.web_port: web_port}
+    for port in recipe.proxy_ports:
+        while port not in ports:
+            if (candidate := free_port()) not in ports.values():
+                ports[port] = candidate
+    argv, args = [str(BIN / recipe.tool)], iter(recipe.argv[1:])
+    for arg in args:
+        value = next(args) if arg in FLAGS or arg == "--set" else None
+        option = FLAGS.get(arg) or (value or "").partition("=")[0]
+        if option == "mode":
+            spec = MODE_PORT.search(value)
+            mode = value[: spec.start()] if spec else value
+            mode = f"reverse:http://127.0.0.1:{provider}" if mode.startswith("reverse:") else mode
+            value = mode + (f"@{ports[int(spec['port'])]}" if spec else "")
+        elif option in ("listen_port", "web_port"):
+            moved = str(ports[int(value.rpartition("=")[2])])
+            value = f"{option}={moved}" if arg == "--set" else moved
+        elif option == "save_stream_file":
+            value = save
+        argv += [arg] if value is None else [arg, value]
+    if not recipe.values("web_port"):  # the default, made explicit: the machine's own 8081 is left alone
+        argv += ["--set", f"web_port={web_port}"]
+    if not recipe.values("listen_port") and DEFAULT_PROXY_PORT in recipe.proxy_ports:
+        argv += ["-p", str(ports[DEFAULT_PROXY_PORT])]
+    return [*argv, "--set", "web_open_browser=false"], [ports[port] for port in recipe.proxy_ports]
+
+
+@pytest.mark.parametrize("recipe", recipes("mitmweb"), ids=lambda recipe: recipe.source)
+def test_the_docs_mitmweb_command_starts_and_both_the_proxy_and_the_page_answer(recipe, provider, tmp_path):
+    started: dict[int, list[int]] = {}  # web port -> the proxy ports of that attempt
+
+    def command_line(web_port: int) -> list[str]:
+        argv, started[web_port] = localised(recipe, web_port, provider, str(tmp_path / "flows"))
+        return argv
+
+    web = start_mitmweb(command_line)
+    try:
+        proxy_ports = started[web.web_port]
+        assert proxy_ports and web.web_port not in proxy_ports
+        for port in proxy_ports:
+            web.process.wait_for(rf"listening at 127\.0\.0\.1:{port}\b")
+            assert stream_through(port).endswith(b"data: [DONE]\n\n")
+        # The page opens at the address mitmweb printed, with its token, and not without it.
+        with urllib.request.urlopen(f"{web.url}/?token={web.password}", timeout=30) as page:
+            assert page.status == 200 and b"mitmproxy" in page.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{web.url}/", timeout=30)
+        assert refused.value.code == 403
+    finally:
+        web.process.stop()
+    assert not any("Traceback" in line for line in web.process.lines), "\n".join(web.process.lines)
 
 
 @pytest.fixture(scope="module")
