@@ -9,8 +9,8 @@ unless asked: ``toolcall_lens_inject`` sends clients hostile stream shapes on pu
 Each LLM flow gets ``flow.metadata["toolcall_lens"]`` (the result, as the CLI prints it), a one-line
 ``flow.comment``, a marker when a warning was raised, its body kept for dumps, and a log line; mitmweb
 shows it in the "toolcall-lens" content view, growing while the stream runs. Stored flows lose their
-API keys as soon as the request has gone out. Commands: ``toolcall_lens.report @all``,
-``toolcall_lens.export @marked /tmp/llm.jsonl``.
+API keys as soon as the request has gone out. Commands (mitmweb's command bar, mitmproxy's console):
+``toolcall.report @all``, ``toolcall.export @marked /tmp/llm.jsonl``.
 
 This file is the wiring: hooks, options and commands. What they use lives in ``toolcall_lens/`` (the
 watches, the content view, redaction, the export) and in the core, ``accumulator/``.
@@ -22,7 +22,6 @@ import fnmatch
 import logging
 import time  # noqa: F401 - tests patch the clock the watches read through this module
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
@@ -34,7 +33,7 @@ from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
 from accumulator.result import add_warnings
 from toolcall_lens import options
-from toolcall_lens.export import JsonlFile, record, write_all
+from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.redact import REDACTED, mask, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
@@ -54,6 +53,7 @@ class ToolcallLens:
         self.echo_warnings: dict[str, list[dict]] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
+        self.started = False  # the running hook came: mitmproxy is past its start-up checks
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -61,11 +61,22 @@ class ToolcallLens:
     def configure(self, updated) -> None:
         if not any(name.startswith(options.PREFIX) for name in updated):
             return
-        settings = options.parse(ctx.options)
-        if "toolcall_lens_jsonl" in updated:
-            self._open_export(settings.jsonl)
+        try:
+            settings = options.parse(ctx.options)
+            if "toolcall_lens_jsonl" in updated:
+                self._open_export(settings.jsonl)
+        except exceptions.OptionsError as exc:
+            if self.started or ctx.master.addons.get("errorcheck") is None:
+                raise  # a change while running: mitmproxy refuses it, says why, and keeps the old values
+            # At start-up mitmproxy prints an OptionsError from a script's configure with a traceback; an
+            # error logged before the running hook makes it exit (its errorcheck addon) on this line alone.
+            logger.error("%s", exc)
+            return
         self.observed.size = settings.index_size
         self.settings = settings
+
+    def running(self) -> None:
+        self.started = True
 
     # -- hooks ---------------------------------------------------------------------------------------------
 
@@ -147,35 +158,28 @@ class ToolcallLens:
 
     # -- commands ------------------------------------------------------------------------------------------
 
-    @command.command("toolcall_lens.report")
+    # mitmweb reaches a command at /commands/NAME, a route that takes lowercase letters and dots only.
+    @command.command("toolcall.report")
     def report(self, flows: Sequence[mflow.Flow]) -> str:
         """One line per LLM flow: time, host, format, model, calls, warnings."""
-        lines = []
-        for flow in flows:
-            result = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
-            if result is None:
-                continue
-            when = datetime.fromtimestamp(flow.request.timestamp_start, UTC).strftime("%H:%M:%S")
-            names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
-            codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
-            lines.append(
-                f"{when}  {flow.request.pretty_host}  {result['format']}  {result['model'] or '?'}  "
-                f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
-            )
-        return "\n".join(lines) or "no LLM flows"
+        return "\n".join(report_line(flow, result) for flow, result in annotated(flows)) or "no LLM flows"
 
-    @command.command("toolcall_lens.export")
+    @command.command("toolcall.export")
     def export(self, flows: Sequence[mflow.Flow], path: mtypes.Path) -> None:
         """Write the LLM flows among these to a JSONL file, one record each."""
-        write_all(
-            path,
-            (
-                record(flow, flow.metadata[METADATA_KEY])
-                for flow in flows
-                if isinstance(flow, http.HTTPFlow) and flow.metadata.get(METADATA_KEY) is not None
-            ),
-        )
+        write_all(path, (record(flow, result) for flow, result in annotated(flows)))
         logger.info("toolcall-lens: exported LLM flows to %s", path)
+
+    # The earlier names, kept for mitmproxy's console and scripts (mitmweb cannot call them).
+    @command.command("toolcall_lens.report")
+    def report_by_earlier_name(self, flows: Sequence[mflow.Flow]) -> str:
+        """toolcall.report, by its earlier name."""
+        return self.report(flows)
+
+    @command.command("toolcall_lens.export")
+    def export_by_earlier_name(self, flows: Sequence[mflow.Flow], path: mtypes.Path) -> None:
+        """toolcall.export, by its earlier name."""
+        self.export(flows, path)
 
     # -- wiring --------------------------------------------------------------------------------------------
 

@@ -1,12 +1,36 @@
-"""The JSONL record of a finished LLM flow, and the file the addon appends them to."""
+"""What the addon gives out about finished LLM flows: the JSONL record of one, the file it appends them to,
+and the one-line report its command prints."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 import orjson
+from mitmproxy import flow as mflow
 from mitmproxy import http
+
+from toolcall_lens.view import METADATA_KEY
+
+
+def annotated(flows: Iterable[mflow.Flow]) -> Iterator[tuple[http.HTTPFlow, dict]]:
+    """The LLM flows among these that carry a result, each with it."""
+    for flow in flows:
+        result = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
+        if result is not None:
+            yield flow, result
+
+
+def report_line(flow: http.HTTPFlow, result: dict) -> str:
+    """Time, host, format, model, calls, warnings."""
+    when = datetime.fromtimestamp(flow.request.timestamp_start, UTC).strftime("%H:%M:%S")
+    names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
+    codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
+    return (
+        f"{when}  {flow.request.pretty_host}  {result['format']}  {result['model'] or '?'}  "
+        f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
+    )
 
 
 def record(flow: http.HTTPFlow, result: dict) -> bytes:

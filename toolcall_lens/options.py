@@ -3,6 +3,7 @@ from them once per change (in ``configure``): every flow reads those, never the 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,8 +72,23 @@ class Settings:
     jsonl: str
 
 
+def check_names(options) -> None:
+    """OptionsError for a ``toolcall_lens_*`` name that is not one of ours (a typo in ``--set``).
+
+    mitmproxy keeps a ``--set`` name it does not know (``options.deferred``) for an addon loaded later, and
+    says nothing: only this addon can tell that a name with its prefix is wrong."""
+    ours = [name for name, *_ in OPTIONS]
+    for name in getattr(options, "deferred", {}):
+        short = name.removeprefix(PREFIX)
+        if name.startswith(PREFIX) and short not in ours:
+            close = difflib.get_close_matches(short, ours, n=1)  # without the prefix, which every name shares
+            hint = f"did you mean {PREFIX}{close[0]}?" if close else "--options lists them"
+            raise exceptions.OptionsError(f"{name}: no such option of toolcall-lens; {hint}")
+
+
 def parse(options) -> Settings:
     """The settings these options give; OptionsError names the first one that is wrong."""
+    check_names(options)
     get = lambda name: getattr(options, PREFIX + name)
     for name in ("body_cap", "live_updates", "index_size", "stall_seconds"):
         if get(name) < 0:

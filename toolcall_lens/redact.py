@@ -15,7 +15,9 @@ SECRET_HEADERS = (
     "x-amz-security-token",
 )
 SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
-REDACTED = "…[redacted]"
+# ASCII on purpose: mitmdump prints a header's non-ASCII bytes escaped (`\xe2\x80\xa6` for an ellipsis).
+REDACTED = "...[redacted]"
+EARLIER_MARKERS = (REDACTED, "\u2026[redacted]")  # the ellipsis marker of earlier versions, in older dumps
 
 
 def redact_credentials(flow: http.HTTPFlow) -> None:
@@ -33,7 +35,7 @@ def redact_credentials(flow: http.HTTPFlow) -> None:
 
 
 def mask(value: str) -> str:
-    if value.endswith(REDACTED):
+    if value.endswith(EARLIER_MARKERS):
         return value
     scheme, space, secret = value.partition(" ")
     if not space or len(scheme) > 24:  # no auth scheme: the whole value is the secret

@@ -9,6 +9,7 @@ import logging
 import pytest
 from mitmproxy import exceptions
 from mitmproxy import io as mio
+from mitmproxy.addons import errorcheck
 from mitmproxy.test import taddons, tflow
 from streams import DATA, call, choice, chunk, sse, tool_chunk, without_timing
 
@@ -300,6 +301,33 @@ def test_event_cap_option_reaches_the_core(lens):
 def test_bad_option_values_are_refused(lens, option, value):
     with taddons.context(lens) as tctx, pytest.raises(exceptions.OptionsError):
         tctx.configure(lens, **{option: value})
+
+
+def test_an_option_name_with_the_prefix_that_is_not_ours_is_refused_with_the_closest_name():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        # mitmproxy keeps an unknown --set name for an addon loaded later, and says nothing.
+        tctx.options.set("toolcall_lens_injekt=interleave", defer=True)
+        typo = r"^toolcall_lens_injekt: .*did you mean toolcall_lens_inject\?$"
+        with pytest.raises(exceptions.OptionsError, match=typo):
+            tctx.configure(lens, toolcall_lens_marker=":x:")
+
+
+def test_a_bad_option_at_start_up_is_one_logged_error_and_a_refusal_once_running():
+    check = errorcheck.ErrorCheck()  # mitmdump's and mitmweb's: an error logged at start-up stops them
+    lens = addon_module.ToolcallLens()
+    try:
+        with taddons.context(check, lens) as tctx:
+            # Raised here, mitmproxy would print it with a traceback.
+            tctx.configure(lens, toolcall_lens_inject=["interleaved"])
+            (error,) = check.logger.has_errored
+            assert error.getMessage().startswith("toolcall_lens_inject: unknown ['interleaved']")
+            assert error.exc_info is None
+            lens.running()
+            with pytest.raises(exceptions.OptionsError, match="toolcall_lens_inject"):
+                tctx.configure(lens, toolcall_lens_inject=["interleaved"])
+    finally:
+        check.finish()
 
 
 def test_marker_option(lens):

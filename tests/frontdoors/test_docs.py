@@ -1,5 +1,6 @@
 """The front page stays a front page, and the reference pages in docs/ hold together: every relative link
-(and its #anchor) leads somewhere, and the option table names exactly the addon's options."""
+(and its #anchor) leads somewhere, the option table names exactly the addon's options, and every proxy
+command line they give stays on 127.0.0.1 without two servers on one port."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from recipes import DEFAULT_WEB_PORT, Recipe, recipes
 from streams import ROOT
 
 README = ROOT / "README.md"
@@ -89,3 +91,34 @@ def test_the_readmes_example_report_is_what_the_cli_prints(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(command.group(1).split()) == 1
     assert report.group(1) in capsys.readouterr().out
+
+
+def test_every_proxy_command_in_the_docs_listens_on_loopback_only():
+    found = recipes()
+    assert {recipe.tool for recipe in found} >= {"mitmdump", "mitmweb"}
+    for recipe in found:
+        assert recipe.listen_host == "127.0.0.1", recipe.source
+        assert recipe.tool != "mitmweb" or recipe.web_host == "127.0.0.1", recipe.source
+
+
+def test_no_mitmweb_command_in_the_docs_puts_its_page_on_a_proxy_port():
+    # mitmweb's page listens on 8081 by default, where the reverse-mode examples put a proxy: mitmweb dies.
+    found = recipes("mitmweb")
+    assert found
+    for recipe in found:
+        ports = recipe.proxy_ports
+        assert recipe.web_port not in ports, f"{recipe.source}: the page and a proxy share {recipe.web_port}"
+        assert len(set(ports)) == len(ports), f"{recipe.source}: two proxies share a port"
+
+
+def test_the_port_check_sees_mitmwebs_default_page_port():
+    bare = Recipe("example", ["mitmweb", "--mode", "reverse:https://api.openai.com@8081"])
+    assert bare.web_port == DEFAULT_WEB_PORT and bare.proxy_ports == [DEFAULT_WEB_PORT]
+    moved = Recipe("example", [*bare.argv, "--set", "web_port=8090", "--mode", "regular", "-p", "8082"])
+    assert moved.web_port == 8090 and moved.proxy_ports == [8081, 8082]
+
+
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "proxy.md"], ids=lambda p: p.name)
+def test_the_mitmweb_docs_say_how_to_move_its_page_and_which_address_opens_it(page):
+    text = page.read_text()
+    assert "--set web_port=" in text and "/?token=" in text

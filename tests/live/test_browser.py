@@ -14,18 +14,15 @@ import http.client
 import json
 import os
 import re
-import secrets
-import socket
 import time
-import urllib.error
-import urllib.request
 import warnings
 from pathlib import Path
 
 import pytest
-from lab import ROOT, Process, proxy_argv
+from lab import ROOT
 from mitmproxy.utils.emoji import emoji
 from playwright.sync_api import expect, sync_playwright
+from weblab import start_mitmweb_proxy
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -71,68 +68,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Mitmweb:
-    def __init__(self, process: Process, port: int, web_port: int, password: str) -> None:
-        self.process, self.port, self.web_port, self.password = process, port, web_port, password
-        self.url = f"http://127.0.0.1:{web_port}"
-
-    def api(self, path: str, token: str | None = None) -> tuple[int, bytes]:
-        """GET mitmweb's own JSON API with ``Authorization: Bearer <token>`` (the web password by default)."""
-        headers = {"Authorization": f"Bearer {self.password if token is None else token}"}
-        request = urllib.request.Request(self.url + path, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as refused:
-            return refused.code, refused.read()
-
-    def flows(self) -> list[dict]:
-        status, body = self.api("/flows")
-        assert status == 200, body
-        return json.loads(body)
-
-
-def start_mitmweb(upstream_port: int, *options: str, attempts: int = 3) -> Mitmweb:
-    """mitmweb with the addon, as a reverse proxy in front of http://127.0.0.1:``upstream_port``.
-
-    The proxy binds port 0 and its port is read from the log. ``web_port=0`` would log ``:0``, so the web
-    port is picked here, and picked again if another process took it in between."""
-    password = secrets.token_urlsafe(16)
-    for attempt in range(attempts):
-        web_port = free_port()
-        argv = proxy_argv(
-            upstream_port,
-            f"web_port={web_port}",
-            "web_host=127.0.0.1",
-            "web_open_browser=false",
-            f"web_password={password}",
-            *(f"web_columns={column}" for column in WEB_COLUMNS),  # a Sequence[str] option: one --set each
-            *options,
-            tool="mitmweb",
-        )
-        process = Process("mitmweb", argv)
-        try:
-            port = int(process.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
-            process.wait_for(rf"Web server listening at http://127\.0\.0\.1:{web_port}/")
-        except BaseException:
-            process.stop()
-            lost_port = any("Web server failed to listen" in line for line in process.lines)
-            if lost_port and attempt + 1 < attempts:
-                continue
-            raise
-        return Mitmweb(process, port, web_port, password)
-    raise AssertionError("unreachable")
-
-
 @pytest.fixture(scope="module")
 def web(provider):
-    proxy = start_mitmweb(provider)
+    # The flow list's columns are a Sequence[str] option: one --set each.
+    proxy = start_mitmweb_proxy(provider, *(f"web_columns={column}" for column in WEB_COLUMNS))
     try:
         yield proxy
     finally:

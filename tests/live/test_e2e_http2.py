@@ -259,7 +259,7 @@ def test_openai_sdk_over_http2_through_mitmdump_gets_both_interleaved_calls(upst
 
     (flow,) = proxy.flows()
     assert_truthful_h2_flow(flow, "openai-chat", "interleaved", sdk=True)
-    assert flow.request.headers["authorization"].endswith("…[redacted]")  # before the dump saw it
+    assert flow.request.headers["authorization"].endswith("...[redacted]")  # before the dump saw it
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,18 @@ def test_no_key_reaches_the_dump_the_export_the_log_or_the_view(provider, tmp_pa
     assert "SENTINEL" not in (flow.comment or "")
 
 
+def test_flow_detail_3_prints_the_redacted_key_as_typed(provider):
+    # mitmdump prints a header's non-ASCII bytes escaped: the marker must be plain ASCII to read as meant.
+    process, port = start_mitmdump(provider, None, "flow_detail=3")
+    try:
+        post(port, "sequential", {"Authorization": "Bearer sk-test-0123456789abcdef"})
+        process.wait_for(r"toolcall-lens POST")
+    finally:
+        process.stop()
+    shown = [line.strip() for line in process.lines if line.strip().lower().startswith("authorization:")]
+    assert shown == ["Authorization: Bearer sk-tes...[redacted]"], shown
+
+
 def test_the_jsonl_export_never_shows_half_a_record(provider, tmp_path):
     export = tmp_path / "live.jsonl"
     process, port = start_mitmdump(provider, None, f"toolcall_lens_jsonl={export}")
