@@ -31,7 +31,12 @@ TOOLS = [
 
 
 def live() -> int:
-    import openai
+    try:
+        import openai
+    except ImportError:  # the base install is the proxy and the CLI; the SDK comes with the `demo` extra
+        print("The live demo runs the openai SDK: .venv/bin/pip install -e '.[demo]'", file=sys.stderr)
+        print("(.venv/bin/python scripts/demo.py --offline runs the core alone.)", file=sys.stderr)
+        return 2
     from mitmproxy import io as mitmproxy_io
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,16 +1,18 @@
 """The fake provider over TLS and HTTP/2: scripts/fake_provider's paths, scenarios, headers and body bytes,
-served by an HTTP/2-only server (ALPN `h2`) with a self-signed certificate.
+served by an HTTP/2-only server with a self-signed certificate.
 
-The certificate (for 127.0.0.1 and localhost) is made at start-up in a temporary directory that is removed
-at exit: clients and proxies must not verify it (mitmproxy: `--ssl-insecure`). Many streams run at once on
-one connection; each event goes out as its own DATA frame (split only when the peer's flow-control window
-or frame size is smaller), with the delay between events, and END_STREAM ends the body. The answers are
-the HTTP/1.1 provider's own (fake_provider.Provider, X-Fake-* headers included): where it drops the
-connection (`truncated`, `drop-mid-event`), this resets the stream (RST_STREAM). GET /health answers "ok",
-GET /release lets `gated` streams go on.
+Its clients must speak HTTP/2 over TLS and offer it by ALPN (`h2`): a client that offers only HTTP/1.1, or
+no ALPN, has its connection closed unanswered. The certificate (for 127.0.0.1 and localhost) is made at
+start-up in a temporary directory that is removed at exit: clients and proxies must not verify it
+(mitmproxy: `--ssl-insecure`; curl: `--http2 -k`; httpx: `http2=True, verify=False`).
 
-.venv/bin/python scripts/h2_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]
-"""
+Many streams run at once on one connection; each event goes out as its own DATA frame (split only when the
+peer's flow-control window or frame size is smaller), with the delay between events, and END_STREAM ends
+the body. The answers are the HTTP/1.1 provider's own (fake_provider.Provider, X-Fake-* headers included):
+where it drops the connection (`truncated`, `drop-mid-event`), this resets the stream (RST_STREAM), and
+X-Fake-Framing: length only adds a Content-Length header (HTTP/2 frames every body).
+
+.venv/bin/python scripts/h2_provider.py [--host 127.0.0.1] [--port 0] [--delay 0.02]"""
 
 from __future__ import annotations
 
@@ -258,8 +260,12 @@ class _Provider(fp.Provider):
                 await asyncio.wait_for(writer.wait_closed(), 5)
 
 
+# --help prints the docstring whole, but for the command line it ends with (argparse prints its own).
+DESCRIPTION = __doc__.rpartition("\n\n")[0]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = fp.arguments(argv, __doc__.splitlines()[0])
+    args = fp.arguments(argv, DESCRIPTION)
     with tempfile.TemporaryDirectory(prefix="h2_provider-") as directory:
         context = _tls_context(*make_certificate(Path(directory)))
         provider = _Provider(args.delay)

@@ -16,24 +16,21 @@ from .renderers.framing import AWS_EVENTSTREAM
 from .request import Refused, Request
 from .wire import compressor
 
-#   drop-mid-event     half the events and half of the next one, then the connection drops
-#   drip               the first X-Fake-Drip-Bytes bytes (default: all) one byte per write, X-Fake-Delay apart
-#   huge-event         half the events, then one event of X-Fake-Size bytes (default 100 MB) with no line end
-#   bomb               with X-Fake-Encoding: half the events, then a line of X-Fake-Size spaces (default 256 MiB
-#                      decoded), compressed to a small body
-#   endless-calls      (Chat Completions) whole new tool calls, one per event, until the client goes away
-#   endless-arguments  (Chat Completions) one call whose argument fragments never stop
-#   html-502 / json-429  an error page (502, text/html) / a rate-limit error (429, JSON) instead of a stream
-FAULTS: tuple[str, ...] = (
-    "drop-mid-event",
-    "drip",
-    "huge-event",
-    "bomb",
-    "endless-calls",
-    "endless-arguments",
-    "html-502",
-    "json-429",
-)
+# What each X-Fake-Fault does; --help prints this table, and the order is the one errors list.
+FAULT_HELP: dict[str, str] = {
+    "drop-mid-event": "half the events and half of the next one, then the connection drops",
+    "drip": "the first X-Fake-Drip-Bytes bytes (default: all) one byte per write, X-Fake-Delay apart",
+    "huge-event": "half the events, then one event of X-Fake-Size bytes (default 100 MB) with no line end",
+    "bomb": "with X-Fake-Encoding: half the events, then a line of X-Fake-Size spaces (default 256 MiB "
+    "decoded), compressed to a small body",
+    "endless-calls": "(Chat Completions) whole new tool calls, one per event, until the client goes away",
+    "endless-arguments": "(Chat Completions) one call whose argument fragments never stop",
+    "html-502": "an nginx error page (502, text/html) instead of a stream",
+    "json-429": "a rate-limit error (429, JSON, Retry-After) instead of a stream",
+}
+FAULTS: tuple[str, ...] = tuple(FAULT_HELP)
+CHUNKINGS: tuple[str, ...] = ("hostile",)  # X-Fake-Chunking
+FRAMINGS: tuple[str, ...] = ("length", "chunked")  # X-Fake-Framing; chunked is what comes without it
 HTML_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
     b"</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
@@ -83,11 +80,11 @@ def fault_of(request: Request, fmt: str, encoding: str | None) -> Fault:
         numbers[header] = None if value is None else int(value)
     default_size = 100 * 1000 * 1000 if name == "huge-event" else 256 * _MIB
     chunking = headers.get("x-fake-chunking", "").strip().lower()
-    if chunking not in ("", "hostile"):
-        raise Refused(400, "X-Fake-Chunking must be hostile")
+    if chunking and chunking not in CHUNKINGS:
+        raise Refused(400, f"X-Fake-Chunking must be {' or '.join(CHUNKINGS)}")
     framing = headers.get("x-fake-framing", "").strip().lower()
-    if framing not in ("", "length", "chunked"):
-        raise Refused(400, "X-Fake-Framing must be length or chunked")
+    if framing and framing not in FRAMINGS:
+        raise Refused(400, f"X-Fake-Framing must be {' or '.join(FRAMINGS)}")
     size = numbers["x-fake-size"] or default_size
     return Fault(name, size, numbers["x-fake-drip-bytes"], chunking == "hostile", framing == "length")
 

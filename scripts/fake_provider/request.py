@@ -61,6 +61,8 @@ _BODY_ROUTES = (
     ("cohere-v2", "/v2/chat"),
     ("ollama-chat", "/api/chat"),
 )
+# Ollama streams unless told not to; the others only when told to.
+STREAMED_UNLESS_FALSE: tuple[str, ...] = ("ollama-chat",)
 _GEMINI_PATH = re.compile(r"/models/([^/]+):(streamGenerateContent|generateContent)$")
 _BEDROCK_PATH = re.compile(r"/model/([^/]+)/(converse-stream|converse|invoke-with-response-stream|invoke)")
 
@@ -88,8 +90,10 @@ def scenario_of(request: Request, fmt: str, name: str | None, stream: bool | Non
         if not isinstance(payload, dict):
             raise Refused(400, "body must be a JSON object")
         name = payload.get("model")
-        # Ollama streams unless told not to; the others only when told to.
-        stream = payload.get("stream") is not False if fmt == "ollama-chat" else payload.get("stream") is True
+        if fmt in STREAMED_UNLESS_FALSE:
+            stream = payload.get("stream") is not False
+        else:
+            stream = payload.get("stream") is True
     if not isinstance(name, str) or name not in FORMAT_SCENARIOS[fmt]:
         raise Refused(404, f"unknown scenario {name!r}; known: {', '.join(FORMAT_SCENARIOS[fmt])}")
     return name, bool(stream)

@@ -48,15 +48,20 @@ _SEQUENTIAL = (
 )
 
 # One script per scenario. Keys:
-#   steps       the steps above                  only       the one format that serves it (default: all)
-#   chat_quirk  how Chat Completions bends it    error      the format's own error comes after the steps
+#   about       one line for --help              only       the one format that serves it (default: all)
+#   steps       the steps above                  error      the format's own error comes after the steps
+#   chat_quirk  how Chat Completions bends it
 #   cut_after   steps sent before the TCP connection is dropped (no terminating zero-length chunk)
 #   gate_after  events sent before waiting for GET /release
 SCRIPTS: dict[str, dict[str, Any]] = {
-    "interleaved": {"steps": _INTERLEAVED},
-    "sequential": {"steps": _SEQUENTIAL},
+    "interleaved": {
+        "about": "two tool calls whose argument fragments alternate (the production incident)",
+        "steps": _INTERLEAVED,
+    },
+    "sequential": {"about": "reasoning, then two tool calls one after the other", "steps": _SEQUENTIAL},
     # Groq / Ollama: every call is whole in one delta and all of them claim index 0.
     "index-collision": {
+        "about": "three whole calls that all claim index 0 (Groq, Ollama)",
         "steps": (
             _call(0, "c1", "weather", '{"location": "San Francisco"}'),
             _call(1, "c2", "weather", '{"location": "Tokyo"}'),
@@ -67,6 +72,7 @@ SCRIPTS: dict[str, dict[str, Any]] = {
     },
     # Fireworks / LiteLLM proxy: every delta repeats id, type and name, which must not start a new call.
     "name-repeated": {
+        "about": "every delta of one call repeats its id, type and name (Fireworks, LiteLLM)",
         "steps": (
             _call(0, "r1", "get_current_weather", '{"city": '),
             *(_args(0, fragment) for fragment in ('"Oslo", ', '"unit": ', '"c"}')),
@@ -74,15 +80,25 @@ SCRIPTS: dict[str, dict[str, Any]] = {
         "chat_quirk": "repeat-identity",
         "only": "openai-chat",
     },
-    "truncated": {"steps": _INTERLEAVED, "cut_after": 3},  # in the middle of the first call's arguments
+    # Cut in the middle of the first call's arguments.
+    "truncated": {
+        "about": "interleaved, dropped mid-arguments without the stream's end",
+        "steps": _INTERLEAVED,
+        "cut_after": 3,
+    },
     # Some reasoning first (Chat Completions has none), so the error comes mid-stream in every format.
     "error-midstream": {
+        "about": "the start of a turn, then the format's own error event mid-stream",
         "steps": (("think", "Looking it up."), _call(0, "e1", "lookup", '{"q": ')),
         "error": True,
     },
-    "text": {"steps": _each("text", "Hello", " from the", " fake provider", ".")},
+    "text": {
+        "about": "answer text only, no tool call",
+        "steps": _each("text", "Hello", " from the", " fake provider", "."),
+    },
     # Multi-byte characters in text, names' arguments and reasoning: cuts inside a character are possible.
     "unicode": {
+        "about": "multi-byte characters in reasoning, text and arguments",
         "steps": (
             *_each("think", "Zürich zuerst, ", "dann 東京."),
             *_each("text", "Grüße ", "aus Zürich — ", "東京 ✓"),
@@ -93,9 +109,13 @@ SCRIPTS: dict[str, dict[str, Any]] = {
             _call(1, "u2", "translate"),
             _args(1, '{"text": "Grüße", '),
             _args(1, '"to": "日本語"}'),
-        )
+        ),
     },
-    "gated": {"steps": _SEQUENTIAL, "gate_after": 1},
+    "gated": {
+        "about": "sequential, held after its first event until GET /release",
+        "steps": _SEQUENTIAL,
+        "gate_after": 1,
+    },
 }
 
 SCENARIOS: tuple[str, ...] = tuple(SCRIPTS)

@@ -17,6 +17,7 @@ import h11
 
 from .provider import Provider, Transport
 from .request import MAX_BODY_BYTES, Request
+from .usage import epilog
 
 DESCRIPTION = "A local LLM provider in every wire format: scripted tool-call streams over real HTTP/1.1."
 MAX_HEAD_BYTES = 64 * 1024
@@ -186,9 +187,12 @@ async def serve(provider, name: str, scheme: str, host: str, port: int, **server
 
 
 def arguments(argv: list[str] | None, description: str) -> argparse.Namespace:
-    """--host, --port and --delay, as both providers take them."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--host", default="127.0.0.1")
+    """--host, --port and --delay, as both providers take them; --help also lists what a request can ask
+    for (usage.py). The description is printed as written, paragraphs and all."""
+    parser = argparse.ArgumentParser(
+        description=description, epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds between event writes")
     args = parser.parse_args(argv)

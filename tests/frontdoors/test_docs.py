@@ -1,12 +1,16 @@
 """The front page stays a front page, and the reference pages in docs/ hold together: every relative link
-(and its #anchor) leads somewhere, the option table names exactly the addon's options, and every proxy
-command line they give stays on 127.0.0.1 without two servers on one port."""
+(and its #anchor) leads somewhere, the option table names exactly the addon's options, every mitmproxy
+command line they give stays on 127.0.0.1 without two servers on one port, and the dumps and exports the
+commands write are ignored by git."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import doc_commands
 import pytest
 from recipes import DEFAULT_WEB_PORT, Recipe, recipes
 from streams import ROOT
@@ -93,11 +97,11 @@ def test_the_readmes_example_report_is_what_the_cli_prints(capsys, monkeypatch):
     assert report.group(1) in capsys.readouterr().out
 
 
-def test_every_proxy_command_in_the_docs_listens_on_loopback_only():
+def test_every_proxy_command_in_the_docs_keeps_mitmwebs_page_on_loopback():
+    # Where the proxies listen is checked per page below (test_every_mitmproxy_command_line_...).
     found = recipes()
     assert {recipe.tool for recipe in found} >= {"mitmdump", "mitmweb"}
     for recipe in found:
-        assert recipe.listen_host == "127.0.0.1", recipe.source
         assert recipe.tool != "mitmweb" or recipe.web_host == "127.0.0.1", recipe.source
 
 
@@ -122,3 +126,54 @@ def test_the_port_check_sees_mitmwebs_default_page_port():
 def test_the_mitmweb_docs_say_how_to_move_its_page_and_which_address_opens_it(page):
     text = page.read_text()
     assert "--set web_port=" in text and "/?token=" in text
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_mitmproxy_command_line_listens_on_127_0_0_1(page):
+    proxies = [
+        command.argv for command in doc_commands.commands(page.read_text()) if doc_commands.is_mitm(command)
+    ]
+    assert [argv for argv in proxies if not doc_commands.binds_to_loopback(argv)] == []
+
+
+def test_the_listen_check_can_fail():
+    def binds(line: str) -> bool:
+        return doc_commands.binds_to_loopback(doc_commands.parse(line).argv)
+
+    assert binds(".venv/bin/mitmdump -s addon.py --listen-host 127.0.0.1")
+    assert binds(
+        "mitmdump --mode reverse:https://api.openai.com@127.0.0.1:8081 --mode reverse:https://x@127.0.0.1:2"
+    )
+    assert binds("mitmdump --set listen_host=127.0.0.1 --mode reverse:https://api.openai.com@8081")
+    assert not binds("mitmdump -s addon.py")  # regular mode, every interface
+    assert not binds("mitmdump --mode reverse:https://api.openai.com@8081")
+    assert not binds("mitmdump --mode reverse:https://a@127.0.0.1:1 --mode reverse:https://b@8082")
+    assert not binds("mitmdump --listen-host 0.0.0.0 --mode reverse:https://a@8081")
+    assert not binds("mitmdump --listen-host 127.0.0.1 --mode reverse:https://a@0.0.0.0:8081")
+    assert not binds("mitmweb --listen-host 127.0.0.1 --web-host 0.0.0.0")
+    commands = doc_commands.commands(
+        "`.venv/bin/mitmdump -s addon.py` and\n```sh\nX=1 mitmweb \\\n  -m regular # c\n```\n"
+    )
+    assert commands == [
+        doc_commands.Command({"X": "1"}, ["mitmweb", "-m", "regular"]),
+        doc_commands.Command({}, [".venv/bin/mitmdump", "-s", "addon.py"]),
+    ]
+
+
+def ignored_by_git(name: str) -> bool:
+    done = subprocess.run(["git", "check-ignore", "-q", "--no-index", "--", name], cwd=ROOT, check=False)
+    assert done.returncode in (0, 1), f"git check-ignore failed on {name!r}"
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None
+    or subprocess.run(["git", "rev-parse"], cwd=ROOT, capture_output=True, check=False).returncode != 0,
+    reason="needs git and a checkout",
+)
+def test_the_dump_and_export_files_the_docs_name_are_ignored_by_git():
+    # Dumps and exports hold prompts: a user who writes one inside the checkout must not commit it.
+    names = {Path(name).name for page in PAGES for name in doc_commands.written_files(page.read_text())}
+    assert "session.flows" in names
+    assert [name for name in sorted(names) if not ignored_by_git(name)] == []
+    assert not ignored_by_git("README.md")  # the check can fail

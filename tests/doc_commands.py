@@ -1,0 +1,108 @@
+"""The shell commands the docs show, read as a user copies them: each line of a ```sh block (a trailing
+backslash joins the next line) and each code span that runs a mitmproxy tool, split into words as the
+shell does (comments dropped), the environment assignments that lead it apart; and what a mitmproxy
+command line listens on and writes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import PurePosixPath
+from typing import NamedTuple
+
+SH_BLOCK = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+MITM_TOOLS = ("mitmdump", "mitmweb", "mitmproxy")
+EVERY_INTERFACE = ""  # mitmproxy's listen_host default
+
+
+class Command(NamedTuple):
+    """One command line: the variables assigned before it, then its words."""
+
+    env: dict[str, str]
+    argv: list[str]
+
+
+def parse(line: str) -> Command | None:
+    """The command on a shell line, or None for a line with no command (blank, a comment)."""
+    words = shlex.split(line, comments=True)
+    env = {}
+    while words and ASSIGNMENT.match(words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return Command(env, words) if words else None
+
+
+def is_mitm(command: Command) -> bool:
+    return bool(command.argv) and PurePosixPath(command.argv[0]).name in MITM_TOOLS
+
+
+def commands(text: str) -> list[Command]:
+    """The commands of the ```sh blocks, then the code spans in the prose that run a mitmproxy tool as the
+    docs print a command to paste, by its path in the venv (`.venv/bin/mitmdump ...`); a span such as
+    `mitmdump -w FILE` names an option in passing."""
+    found = []
+    for block in SH_BLOCK.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            if command := parse(line):
+                found.append(command)
+    prose = SH_BLOCK.sub("", text)
+    for span in CODE_SPAN.findall(prose):
+        command = parse(span)
+        if command and is_mitm(command) and command.argv[0].startswith(".venv/bin/"):
+            found.append(command)
+    return found
+
+
+def values(argv: list[str], *flags: str, setting: str | None = None) -> list[str]:
+    """The values given to any of ``flags`` (``--flag VALUE`` or ``--flag=VALUE``) or ``--set setting=``."""
+    found = []
+    for word, following in zip(argv, [*argv[1:], None], strict=True):
+        name, eq, value = word.partition("=")
+        if word in flags and following is not None:
+            found.append(following)
+        elif eq and name in flags:
+            found.append(value)
+        elif setting and word == "--set" and following and following.startswith(setting + "="):
+            found.append(following.partition("=")[2])
+    return found
+
+
+def mode_listen(mode: str) -> tuple[str | None, int | None]:
+    """(host, port) a mode spec listens on after its `@`; None where it leaves them to the options."""
+    if "@" not in mode:
+        return None, None
+    listen = mode.rpartition("@")[2]
+    host, colon, port = listen.rpartition(":")
+    return (host if colon else None), int(port) if port.isdigit() else None
+
+
+def listen_hosts(argv: list[str]) -> list[str]:
+    """The address each of a mitmproxy command's servers binds (EVERY_INTERFACE for all of them): one per
+    proxy mode, then mitmweb's own web server."""
+    default = (values(argv, "--listen-host", setting="listen_host") or [EVERY_INTERFACE])[-1]
+    modes = values(argv, "--mode", "-m", setting="mode") or ["regular"]
+    hosts = [mode_listen(mode)[0] or default for mode in modes]
+    if PurePosixPath(argv[0]).name == "mitmweb":
+        hosts += values(argv, "--web-host", setting="web_host")[-1:] or ["127.0.0.1"]
+    return hosts
+
+
+def binds_to_loopback(argv: list[str]) -> bool:
+    return all(host == "127.0.0.1" for host in listen_hosts(argv))
+
+
+def written_files(text: str) -> list[str]:
+    """The files the docs' commands write flows or records to: `-w` dumps, `toolcall_lens_jsonl` exports,
+    `toolcall_lens.export` targets, and any other `.flows` or `.jsonl` name in their code; not the
+    capitalised placeholders (FILE, PATH)."""
+    names = []
+    for command in commands(text):
+        argv = command.argv
+        names += values(argv, "-w", "--wfile", "--save-stream-file", setting="save_stream_file")
+        names += values(argv, setting="toolcall_lens_jsonl")
+    code = " ".join(SH_BLOCK.findall(text) + CODE_SPAN.findall(SH_BLOCK.sub("", text)))
+    names += re.findall(r"toolcall(?:_lens)?\.export @\S+ (\S+)", code)
+    names += re.findall(r"[\w~./-]+\.(?:flows|jsonl)\b", code)
+    return sorted({name for name in names if not re.fullmatch(r"[A-Z_]+", name)})
