@@ -178,6 +178,36 @@ def test_credentials_are_redacted_once_the_request_has_gone_out():
     assert b"SENTINEL" not in buffer.getvalue()
 
 
+# Every query parameter docs/proxy.md lists, each on its own request so one cannot hide another.
+SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
+
+
+@pytest.mark.parametrize("name", SECRET_QUERY)
+def test_each_secret_query_parameter_is_redacted(name):
+    from toolcall_lens.redact import REDACTED
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        flow.request.query[name] = "SENTINELquery0123456789"
+        flow.request.query["model"] = "kept-as-is"
+        stream_through(lens, flow, PRODUCTION)
+    assert flow.request.query[name].endswith(REDACTED) and "SENTINEL" not in flow.request.pretty_url
+    assert flow.request.query["model"] == "kept-as-is"
+
+
+def test_proxy_authorization_is_redacted():
+    from toolcall_lens.redact import REDACTED
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        flow.request.headers["Proxy-Authorization"] = "Basic U0VOVElORUw6cHJveHlwYXNzd29yZA=="
+        stream_through(lens, flow, PRODUCTION)
+    kept = flow.request.headers["proxy-authorization"]
+    assert kept.startswith("Basic ") and kept.endswith(REDACTED) and "cHJveHlwYXNzd29yZA" not in kept
+
+
 def test_redaction_can_be_turned_off_and_covers_failed_requests():
     lens = addon_module.ToolcallLens()
     with taddons.context(lens) as tctx:
