@@ -150,6 +150,35 @@ def test_the_jsonl_option_appends_one_record_per_finished_llm_flow(tmp_path):
     assert [r["flow_id"] for r in records] == [f.id for f in flows]
 
 
+def test_each_jsonl_record_is_one_write_of_one_whole_line(tmp_path, monkeypatch):
+    # Concurrent flows append to one O_APPEND file: a record in two writes could be split by another's.
+    import os
+
+    from toolcall_lens import export
+
+    real_write, writes = os.write, []
+
+    def recording_write(fd: int, data) -> int:
+        writes.append((fd, bytes(data)))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(export.os, "write", recording_write)
+    path = tmp_path / "live.jsonl"
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_jsonl=str(path))
+        fd = lens.jsonl._fd
+        flows = [llm_flow() for _ in range(3)]
+        for flow in flows:
+            stream_through(lens, flow, PRODUCTION)
+    records = [data for written_to, data in writes if written_to == fd]
+    assert len(records) == len(flows)
+    for data in records:
+        assert data.endswith(b"\n") and data.count(b"\n") == 1
+        json.loads(data)
+    assert b"".join(records) == path.read_bytes()
+
+
 SENTINELS = {
     "authorization": "Bearer sk-SENTINELauthorization0123456789",
     "x-api-key": "sk-ant-SENTINELxapikey0123456789",
