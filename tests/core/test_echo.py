@@ -105,7 +105,9 @@ def test_a_call_cut_at_the_argument_cap_is_not_compared_with_its_echo():
     assert [c["arguments_truncated"] for c in cut["choices"][0]["tool_calls"]] == [True, False]
     # The client got the whole arguments: its echo differs from what was kept, and is no evidence.
     assert observed(cut).check(chat_follow_up(RIGHT)) == []
-    assert observed(cut).check(chat_follow_up([{**RIGHT[0], "arguments": '{"query": "other"}'}, RIGHT[1]])) == []
+    assert (
+        observed(cut).check(chat_follow_up([{**RIGHT[0], "arguments": '{"query": "other"}'}, RIGHT[1]])) == []
+    )
     # The whole call is still compared, and so is the cut call's name, which was never cut.
     wrong_whole = observed(cut).check(chat_follow_up([RIGHT[0], {**RIGHT[1], "arguments": "{}"}]))
     assert [(w["code"], w["id"]) for w in wrong_whole] == [("client-misassembled", "call_xyz")]

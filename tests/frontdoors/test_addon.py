@@ -338,7 +338,10 @@ def test_strategies_option_runs_only_the_strategies_named(lens):
 
 
 def test_an_unknown_strategy_is_refused_when_set(lens):
-    with taddons.context(lens) as tctx, pytest.raises(exceptions.OptionsError, match="toolcall_lens_strategies"):
+    with (
+        taddons.context(lens) as tctx,
+        pytest.raises(exceptions.OptionsError, match="toolcall_lens_strategies"),
+    ):
         tctx.configure(lens, toolcall_lens_strategies=["recency", "no-such-strategy"])
 
 
@@ -453,7 +456,11 @@ WRONG_ECHO = {
         {
             "role": "assistant",
             "tool_calls": [
-                {"id": "call_abc", "type": "function", "function": {"name": "search_circulars", "arguments": ""}}
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "search_circulars", "arguments": ""},
+                }
             ],
         }
     ],

@@ -91,9 +91,9 @@ def test_both_sides_of_a_rewritten_stream_obey_the_call_and_argument_caps():
         run(lens, flow, fake_provider.body("openai-chat", "sequential"))
     result = flow.metadata["toolcall_lens"]
     # The client's side: one call of two kept, its arguments cut at 5 characters.
-    assert [(c["name"], c["arguments"], c["arguments_truncated"]) for c in result["choices"][0]["tool_calls"]] == [
-        ("get_weather", '{"cit', True)
-    ]
+    assert [
+        (c["name"], c["arguments"], c["arguments_truncated"]) for c in result["choices"][0]["tool_calls"]
+    ] == [("get_weather", '{"cit', True)]
     assert {"calls-cap", "arguments-cap"} <= {w["code"] for w in result["warnings"]}
     # The upstream's side, under the same caps: the same call kept, so the same calls.
     upstream = result["rewrite"]["upstream"]
