@@ -126,7 +126,10 @@ class ToolcallLens:
             return
         exchange = self._classify(flow)
         if exchange is None or exchange.streamed:
-            return  # a stream another addon answered or that bypassed the callable: nothing to read here
+            # Not ours (a gateway's HTML page), or a stream another addon answered or that bypassed the
+            # callable: nothing to read here, and no result to carry the request's echo warnings.
+            self.echo_warnings.pop(flow.id, None)
+            return
         response = flow.response
         try:
             result = analyze_exchange(

@@ -31,6 +31,7 @@ class ObservedCall:
     arguments: str
     flow_id: str
     format: str
+    arguments_cut: bool = False  # cut at the argument cap: the client's whole arguments cannot be compared
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,10 +61,16 @@ class ObservedCalls:
         ids = []
         for choice in result.get("choices") or ():
             for call in choice["tool_calls"]:
-                # A call whose arguments were cut at the cap cannot be compared with its echo.
-                if call["id"] and not call.get("arguments_truncated"):
+                # A call whose arguments were cut at the cap is known by its id (its echo is no unknown id)
+                # but its arguments are not compared with the echo's.
+                if call["id"]:
                     self._calls[call["id"]] = ObservedCall(
-                        call["id"], call["name"], call["arguments"], flow_id, result["format"]
+                        call["id"],
+                        call["name"],
+                        call["arguments"],
+                        flow_id,
+                        result["format"],
+                        bool(call.get("arguments_truncated")),
                     )
                     self._calls.move_to_end(call["id"])
                     ids.append(call["id"])
@@ -131,7 +138,7 @@ class ObservedCalls:
 
     def _compare(self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog) -> None:
         name_ok = call.name == observed.name
-        arguments_ok = _same_arguments(call.arguments, observed.arguments)
+        arguments_ok = observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
         if name_ok and arguments_ok:
             return
         siblings = self.siblings(observed.flow_id)
@@ -199,6 +206,7 @@ def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:
             if (
                 a.arguments
                 and b.arguments
+                and not (a.arguments_cut or b.arguments_cut)
                 and len(a.arguments) + len(b.arguments) == len(echoed)
                 and _interleaves(a.arguments, b.arguments, echoed)
             ):

@@ -99,6 +99,22 @@ def test_unknown_ids_only_in_a_conversation_we_saw():
     assert observed(PRODUCTION).check(chat_follow_up(foreign)) == []
 
 
+def test_a_call_cut_at_the_argument_cap_is_not_compared_with_its_echo():
+    # call_abc's arguments (26 characters) are cut at 20; call_xyz's (19) are whole.
+    cut = analyze((DATA / "production_interleaved.sse").read_bytes(), max_argument_chars=20)
+    assert [c["arguments_truncated"] for c in cut["choices"][0]["tool_calls"]] == [True, False]
+    # The client got the whole arguments: its echo differs from what was kept, and is no evidence.
+    assert observed(cut).check(chat_follow_up(RIGHT)) == []
+    assert (
+        observed(cut).check(chat_follow_up([{**RIGHT[0], "arguments": '{"query": "other"}'}, RIGHT[1]])) == []
+    )
+    # The whole call is still compared, and so is the cut call's name, which was never cut.
+    wrong_whole = observed(cut).check(chat_follow_up([RIGHT[0], {**RIGHT[1], "arguments": "{}"}]))
+    assert [(w["code"], w["id"]) for w in wrong_whole] == [("client-misassembled", "call_xyz")]
+    wrong_name = observed(cut).check(chat_follow_up([{**RIGHT[0], "name": "search"}, RIGHT[1]]))
+    assert [(w["code"], w["id"]) for w in wrong_name] == [("client-misassembled", "call_abc")]
+
+
 def test_the_index_stays_within_its_bound():
     index = ObservedCalls(size=3)
     for n in range(50):

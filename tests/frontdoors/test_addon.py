@@ -88,6 +88,19 @@ def test_clean_stream_is_annotated_but_not_marked(lens):
     assert not flow.marked
 
 
+def test_info_warnings_alone_leave_the_flow_unmarked(lens, caplog):
+    caplog.set_level(logging.INFO, logger="toolcall_lens")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_body_cap=100)  # a body-truncated note, of severity info
+        flow = llm_flow(request={"model": "gpt-4.1", "stream": True})
+        stream_through(lens, flow, CLEAN)
+    assert [(w["code"], w["severity"]) for w in flow.metadata["toolcall_lens"]["warnings"]] == [
+        ("body-truncated", "info")
+    ]
+    assert not flow.marked
+    assert [r.levelno for r in caplog.records if r.name == "toolcall_lens"] == [logging.INFO]
+
+
 @pytest.mark.parametrize(
     "path",
     [
@@ -181,6 +194,17 @@ def test_host_filter(lens):
         lens.responseheaders(flow)
         assert not flow.response.stream
         flow = llm_flow(host="myres.openai.azure.com")
+        lens.responseheaders(flow)
+        assert callable(flow.response.stream)
+
+
+def test_host_filter_matches_the_host_the_user_sees(lens):
+    # Transparent mode: the connection's address is an IP; the Host header names the service.
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_hosts=["*.openai.azure.com"])
+        flow = llm_flow(host="10.1.2.3")
+        flow.request.headers["host"] = "myres.openai.azure.com"
+        assert flow.request.pretty_host == "myres.openai.azure.com" != flow.request.host
         lens.responseheaders(flow)
         assert callable(flow.response.stream)
 
@@ -294,6 +318,34 @@ def test_event_cap_option_reaches_the_core(lens):
     assert "oversized-event" in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
 
 
+def test_decoded_cap_option_reaches_the_core(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_decoded_cap=500)
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+    (cap,) = [w for w in flow.metadata["toolcall_lens"]["warnings"] if w["code"] == "decoded-size-cap"]
+    assert cap["limit"] == 500 < len(PRODUCTION)
+
+
+def test_strategies_option_runs_only_the_strategies_named(lens):
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_strategies=["index-only", "last-wins"])
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+    result = flow.metadata["toolcall_lens"]
+    assert list(result["compatibility"]) == ["index-only", "last-wins"]
+    # recency, the one strategy this stream breaks, did not run: nothing to warn of, nothing marked
+    assert result["warnings"] == [] and not flow.marked
+
+
+def test_an_unknown_strategy_is_refused_when_set(lens):
+    with (
+        taddons.context(lens) as tctx,
+        pytest.raises(exceptions.OptionsError, match="toolcall_lens_strategies"),
+    ):
+        tctx.configure(lens, toolcall_lens_strategies=["recency", "no-such-strategy"])
+
+
 @pytest.mark.parametrize(
     "option,value",
     [("toolcall_lens_body_cap", -1), ("toolcall_lens_event_cap", 0), ("toolcall_lens_hosts", ["bad host"])],
@@ -351,6 +403,25 @@ def test_another_addons_stream_callable_is_kept_in_the_chain(lens):
     assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"]
 
 
+def test_store_streamed_bodies_keeps_the_body_once():
+    # With mitmproxy's store_streamed_bodies on, mitmproxy keeps the streamed body itself: the watch keeps
+    # no second copy, and what mitmproxy stored is left as it is.
+    from mitmproxy.addons.proxyserver import Proxyserver
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens, Proxyserver()) as tctx:
+        tctx.configure(lens, store_streamed_bodies=True)
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+        stored = b"".join(watch(piece) for piece in [*pieces(PRODUCTION), b""])
+        flow.response.raw_content = stored  # as mitmproxy does, before the response hook
+        lens.response(flow)
+    assert watch.chunks == [] and watch.kept == 0
+    assert flow.response.raw_content is stored
+    assert "body-truncated" not in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
+
+
 def test_one_log_line_per_llm_flow(lens, caplog):
     caplog.set_level(logging.INFO, logger="toolcall_lens")
     stream_through(lens, llm_flow(), PRODUCTION)
@@ -403,6 +474,46 @@ def test_a_wrong_echo_is_flagged_on_the_follow_up_and_linked_from_the_earlier_fl
         stream_through(lens, follow_up, CLEAN)
     found = [w for w in follow_up.metadata["toolcall_lens"]["warnings"] if w["code"] == "client-misassembled"]
     assert [w["id"] for w in found] == ["call_abc", "call_xyz"] and follow_up.marked
+    assert lens.echo_warnings == {}
+
+
+WRONG_ECHO = {
+    "model": "m",
+    "stream": True,
+    "messages": [
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_abc",
+                    "type": "function",
+                    "function": {"name": "search_circulars", "arguments": ""},
+                }
+            ],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("end", ["error", "response"])
+def test_echo_state_is_released_however_the_flow_ends(lens, end):
+    from mitmproxy.flow import Error
+
+    stream_through(lens, llm_flow(), PRODUCTION)
+    follow_up = llm_flow(request=WRONG_ECHO)
+    lens.request(follow_up)
+    assert list(lens.echo_warnings) == [follow_up.id]
+    if end == "error":  # the upstream never answered: no response, only the error hook
+        follow_up.response = None
+        follow_up.error = Error("server unreachable")
+        lens.error(follow_up)
+    else:  # an answer that is no LLM response (a gateway's HTML page): nothing to annotate
+        follow_up.response.headers["content-type"] = "text/html"
+        follow_up.response.content = b"<html>maintenance</html>"
+        follow_up.request.content = b"{}"
+        lens.responseheaders(follow_up)
+        lens.response(follow_up)
+        assert "toolcall_lens" not in follow_up.metadata
     assert lens.echo_warnings == {}
 
 

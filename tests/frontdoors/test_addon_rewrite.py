@@ -81,6 +81,26 @@ def test_interleave_sends_the_rewriter_output_and_the_flow_tells_both_sides():
     assert flow.response.raw_content == expected  # the body kept is the one the client got
 
 
+def test_both_sides_of_a_rewritten_stream_obey_the_call_and_argument_caps():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(
+            lens, toolcall_lens_inject=["interleave"], toolcall_lens_max_calls=1, toolcall_lens_argument_cap=5
+        )
+        flow = stream_flow()
+        run(lens, flow, fake_provider.body("openai-chat", "sequential"))
+    result = flow.metadata["toolcall_lens"]
+    # The client's side: one call of two kept, its arguments cut at 5 characters.
+    assert [
+        (c["name"], c["arguments"], c["arguments_truncated"]) for c in result["choices"][0]["tool_calls"]
+    ] == [("get_weather", '{"cit', True)]
+    assert {"calls-cap", "arguments-cap"} <= {w["code"] for w in result["warnings"]}
+    # The upstream's side, under the same caps: the same call kept, so the same calls.
+    upstream = result["rewrite"]["upstream"]
+    assert {"calls-cap", "arguments-cap"} <= set(upstream["warnings"])
+    assert upstream["calls_same"] is True
+
+
 def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
     lens = addon_module.ToolcallLens()
     with taddons.context(lens) as tctx:
@@ -90,6 +110,31 @@ def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
     result = flow.metadata["toolcall_lens"]
     assert result["compatibility"]["recency"]["verdict"] == "ok"
     assert result["rewrite"]["repair"] == ["serialize"]
+
+
+@pytest.mark.parametrize("inject", [[], ["interleave"]], ids=["watched", "rewritten"])
+def test_a_stream_callable_set_before_ours_sees_the_upstreams_bytes_and_is_honoured(inject):
+    # Another addon's callable, set before ours, renames a tool: it must see what the provider sent,
+    # and what it returns is what we analyse, rewrite and send on.
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    seen: list[bytes] = []
+
+    def rename(data: bytes) -> bytes:
+        seen.append(data)
+        return data.replace(b"get_weather", b"get_WEATHER")
+
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=inject)
+        flow = stream_flow()
+        flow.response.stream = rename
+        out = run(lens, flow, body, size=len(body))  # one chunk: the rename cannot fall across two
+    assert b"".join(seen) == body
+    assert b"get_WEATHER" in b"".join(out) and b"get_weather" not in b"".join(out)
+    result = flow.metadata["toolcall_lens"]
+    assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["get_WEATHER", "get_time"]
+    if inject:
+        assert result["rewrite"]["inject"] == inject and result["rewrite"]["upstream"]["calls_same"] is True
 
 
 def test_a_compressed_stream_goes_out_encoded_again_and_its_headers_fit():

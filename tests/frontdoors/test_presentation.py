@@ -160,6 +160,35 @@ def test_the_jsonl_option_appends_one_record_per_finished_llm_flow(tmp_path):
     assert [r["flow_id"] for r in records] == [f.id for f in flows]
 
 
+def test_each_jsonl_record_is_one_write_of_one_whole_line(tmp_path, monkeypatch):
+    # Concurrent flows append to one O_APPEND file: a record in two writes could be split by another's.
+    import os
+
+    from toolcall_lens import export
+
+    real_write, writes = os.write, []
+
+    def recording_write(fd: int, data) -> int:
+        writes.append((fd, bytes(data)))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(export.os, "write", recording_write)
+    path = tmp_path / "live.jsonl"
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_jsonl=str(path))
+        fd = lens.jsonl._fd
+        flows = [llm_flow() for _ in range(3)]
+        for flow in flows:
+            stream_through(lens, flow, PRODUCTION)
+    records = [data for written_to, data in writes if written_to == fd]
+    assert len(records) == len(flows)
+    for data in records:
+        assert data.endswith(b"\n") and data.count(b"\n") == 1
+        json.loads(data)
+    assert b"".join(records) == path.read_bytes()
+
+
 SENTINELS = {
     "authorization": "Bearer sk-SENTINELauthorization0123456789",
     "x-api-key": "sk-ant-SENTINELxapikey0123456789",
@@ -186,6 +215,36 @@ def test_credentials_are_redacted_once_the_request_has_gone_out():
     buffer = __import__("io").BytesIO()
     mio.FlowWriter(buffer).add(flow)
     assert b"SENTINEL" not in buffer.getvalue()
+
+
+# Every query parameter docs/proxy.md lists, each on its own request so one cannot hide another.
+SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
+
+
+@pytest.mark.parametrize("name", SECRET_QUERY)
+def test_each_secret_query_parameter_is_redacted(name):
+    from toolcall_lens.redact import REDACTED
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        flow.request.query[name] = "SENTINELquery0123456789"
+        flow.request.query["model"] = "kept-as-is"
+        stream_through(lens, flow, PRODUCTION)
+    assert flow.request.query[name].endswith(REDACTED) and "SENTINEL" not in flow.request.pretty_url
+    assert flow.request.query["model"] == "kept-as-is"
+
+
+def test_proxy_authorization_is_redacted():
+    from toolcall_lens.redact import REDACTED
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        flow.request.headers["Proxy-Authorization"] = "Basic U0VOVElORUw6cHJveHlwYXNzd29yZA=="
+        stream_through(lens, flow, PRODUCTION)
+    kept = flow.request.headers["proxy-authorization"]
+    assert kept.startswith("Basic ") and kept.endswith(REDACTED) and "cHJveHlwYXNzd29yZA" not in kept
 
 
 def test_redaction_can_be_turned_off_and_covers_failed_requests():

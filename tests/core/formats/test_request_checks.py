@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from streams import DATA, codes, warning
+from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import analyze
 from accumulator.cli import main
@@ -111,6 +111,21 @@ def test_each_request_check_through_the_cli(tmp_path, capsys, check, body, tripp
     assert check in found and status == 1
     status, found = cli(tmp_path, body, clean, capsys)
     assert found == [] and status == 0
+
+
+def test_one_call_with_parallel_calls_off_is_fine():
+    one = sse(
+        tool_chunk(call(0, "call_1", "search_circulars", '{"query": "RBI circulars"}')),
+        chunk(choice(0, "tool_calls")),
+    )
+    request = chat_request(STRING_QUERY, parallel_tool_calls=False)
+    assert analyze(one, "openai-chat", request=request, strategies=())["warnings"] == []
+    two = sse(
+        tool_chunk(call(0, "call_1", "search_circulars", '{"query": "RBI circulars"}')),
+        tool_chunk(call(1, "call_2", "get_user_profile", "{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    assert codes(analyze(two, "openai-chat", request=request, strategies=())) == ["parallel-disabled"]
 
 
 def test_schema_mismatch_names_the_place_and_the_reason():
