@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CORPUS = SHARED / "corpus" / "recorded"
+# For ``@pytest.mark.needs(HAVE_CORPUS, NO_CORPUS)`` (tests/conftest.py): skipped without it, failed in CI.
+HAVE_CORPUS = (CORPUS / "index.json").is_file()
+NO_CORPUS = f"the recorded corpus is not at {CORPUS} (it lives in the project's shared/ folder, outside the repository)"
 
 
 def chunk(*choices: dict, **extra) -> dict:
