@@ -187,3 +187,15 @@ def test_the_lazy_wake_up_never_changes_a_verdict(body):
     with mock.patch.dict(STRATEGIES, EAGER):
         eager = analyze(body, "openai-chat")
     assert lazy == eager
+
+
+def test_index_keyed_strategies_read_a_missing_index_as_0():
+    # `index ?? 0`: a fragment without an index continues call 0, as identity routing's one call does.
+    body = sse(
+        tool_chunk(call(0, "call_a", "f", '{"a": ')),
+        tool_chunk(call(None, None, None, "1}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat")
+    for name in ("index-only", "field-concat", "last-wins"):
+        assert result["compatibility"][name] == {"verdict": "ok", "reason": "rebuilds the same 1 call(s)"}
