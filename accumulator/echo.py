@@ -1,12 +1,13 @@
 """Evidence from the client's next request: the tool calls it echoes back, checked against the calls
 reconstructed from the responses it got.
 
-``ObservedCalls`` is a bounded index (least recently used out) of reconstructed calls by id. ``check``
-reads a request body in any format's shape (the echoed assistant calls and the tool results), and says
-where the client's version differs from the stream's: a different name (a concatenation of observed names,
-the production incident's ``search_circularsearch_circular``), different arguments (a splice of several
-calls' arguments, as recency routing builds), an id glued from several observed ids, or ids never seen in
-a conversation whose other calls were.
+``ObservedCalls`` is a bounded index of reconstructed calls by id, least recently used out (a call the
+client echoes back is used again). ``check`` reads a request body in any format's shape (the echoed
+assistant calls and the tool results), and says where the client's version differs from the stream's: a
+different name (a concatenation of observed names, the production incident's
+``search_circularsearch_circular``), different arguments (a splice of several calls' arguments, as recency
+routing builds), an id glued from several observed ids, or ids never seen in a conversation whose other
+calls were.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class EchoedCall:
 
 
 class ObservedCalls:
-    """The calls reconstructed from recent responses, by id, at most ``size`` of them."""
+    """The calls reconstructed from recent responses, by id, at most ``size`` of them: when full, the call
+    least recently recorded or echoed back goes."""
 
     def __init__(self, size: int = DEFAULT_INDEX_SIZE) -> None:
         self.size = size
@@ -102,6 +104,7 @@ class ObservedCalls:
                 continue
             observed = self._calls.get(call.id)
             if observed is not None:
+                self._calls.move_to_end(call.id)  # used again: a conversation still going keeps its calls
                 matched.append((call, observed))
                 known_turns.add(call.turn)
             elif (parts := self._glued_ids(call.id)) is not None:

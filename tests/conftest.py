@@ -2,8 +2,13 @@
 framing, formats, rewrite, assembly, results), ``frontdoors/`` (the addon with mitmproxy's taddons and
 tflow, the CLI, the docs), ``live/`` (real processes: mitmdump, the fake providers, SDKs, a browser). Every
 test under ``live/`` is marked ``live``, so ``pytest -m "not live"`` runs everything else without
-starting a process. ``tests/`` (``streams.py``) and ``scripts/`` (the fake provider, lab) are importable."""
+starting a process. ``tests/`` (``streams.py``) and ``scripts/`` (the fake provider, lab) are importable.
 
+A test that needs a part of the environment (Chromium, the recorded corpus in ../shared) carries
+``@pytest.mark.needs(available, reason)``: where the part is missing it is skipped with that reason, but in
+CI (``CI=true``, as ``.ci/run`` sets it) it fails, so that a broken set-up cannot pass as a green run."""
+
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +20,23 @@ for path in (TESTS, TESTS.parent / "scripts"):
         sys.path.insert(0, str(path))
 
 LIVE = TESTS / "live"
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "needs(available, reason): a part of the environment the test needs; skipped without it, failed in CI",
+    )
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        available, reason = mark.args
+        if not available:
+            if IN_CI:
+                pytest.fail(f"CI=true and {reason}", pytrace=False)
+            pytest.skip(reason)
 
 
 def pytest_collection_modifyitems(items):

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# The project's shared/ folder beside the repository; TOOLCALL_LENS_SHARED names it from a copy of the tests
+# elsewhere (the mutation run's mutants/, docs/mutation.md).
+SHARED = Path(os.environ.get("TOOLCALL_LENS_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 CORPUS = SHARED / "corpus" / "recorded"
+# For ``@pytest.mark.needs(HAVE_CORPUS, NO_CORPUS)`` (tests/conftest.py): skipped without it, failed in CI.
+HAVE_CORPUS = (CORPUS / "index.json").is_file()
+NO_CORPUS = f"the recorded corpus is not at {CORPUS} (it lives in the project's shared/ folder, outside the repository)"
 
 
 def chunk(*choices: dict, **extra) -> dict:

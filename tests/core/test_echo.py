@@ -130,6 +130,25 @@ def test_the_index_stays_within_its_bound():
     assert len(index._by_flow) <= 3
 
 
+def test_an_echoed_call_is_used_again_and_outlives_calls_recorded_after_it():
+    # Least recently used, not first in first out: the oldest call, echoed back, is kept, and the
+    # call recorded after it, never echoed, goes when a new one comes.
+    index = ObservedCalls(size=3)
+    for n in range(3):
+        one = {"id": f"call_{n}", "name": "f", "arguments": "{}"}
+        index.record({"format": "openai-chat", "choices": [{"tool_calls": [one]}]}, f"flow-{n}")
+    assert index.check(chat_follow_up([{"id": "call_0", "name": "f", "arguments": "{}"}])) == []
+    index.record(
+        {
+            "format": "openai-chat",
+            "choices": [{"tool_calls": [{"id": "call_3", "name": "f", "arguments": "{}"}]}],
+        },
+        "flow-3",
+    )
+    assert index.get("call_0") is not None and index.get("call_1") is None
+    assert {c for c in ("call_0", "call_2", "call_3") if index.get(c)} == {"call_0", "call_2", "call_3"}
+
+
 @pytest.mark.parametrize(
     "request_body,calls,results",
     [

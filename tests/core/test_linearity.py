@@ -1,6 +1,7 @@
 """A ~50 MB Chat Completions stream fed in 64 KiB, 7-byte and 1-byte chunks: the same result every time,
-with the SSE framing's work counter (bytes examined, not a timer) showing the work stays linear however
-the bytes are cut, and tracemalloc showing the memory follows the argument bytes, not the feed calls.
+with the bytes the line buffer copies, counted from outside it (not a timer, and not a counter of the code
+under test), showing the work stays linear however the bytes are cut, and tracemalloc showing the memory
+follows the argument bytes, not the feed calls.
 
 The stream: four parallel calls, interleaved round-robin, each one long JSON object built from
 fragments of a few to ~450 characters (JSON escapes, non-ASCII UTF-8); halfway through, one event carries a
@@ -14,17 +15,26 @@ measured with tracemalloc, which slows small feeds several times over: with 64 K
 whole stream, bounded by the argument bytes; with 7-byte and 1-byte chunks over a contiguous ~2.4 MB
 region around the big event only, bounded by what the same region costs in 64 KiB chunks plus its
 argument bytes (a cost per feed call would show there). No wall-clock assertions.
+
+Copies are counted by ``CopyMeter``: while it runs, the line buffer's module sees counting versions of
+``bytes`` and ``bytearray``, so every pending line it grows or hands out is counted, and the count is
+checked against the bytes fed as it grows: a copy of the pending line per feed call (quadratic) fails
+within a few thousand feeds instead of running for hours. pytest-timeout (pyproject) backs it up for a
+slowdown the meter cannot see.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 import tracemalloc
+from typing import Self
 
 import pytest
 from streams import call, choice, chunk, sse, tool_chunk
 
 from accumulator import StreamAccumulator, analyze
+from accumulator.framing import lines
 
 TARGET_BYTES = 50 * 1000 * 1000
 BIG_FRAGMENT_CHARS = 2 * 1000 * 1000  # under the default 8 MiB event cap
@@ -43,7 +53,8 @@ WORDS = [
     "amet",
     "adipiscing",
 ]
-WORK_FACTOR = 3  # bytes examined per byte fed, at most
+COPY_FACTOR = 3  # bytes the line buffer copies per byte fed, at most ...
+COPY_SLACK = 64 * 1024  # ... plus this
 MEMORY_FACTOR = 4  # traced peak per argument byte, at most ...
 MEMORY_SLACK = 2 * 1024 * 1024  # ... plus this
 # This stream's calls carry ~12 MB of arguments each, over the default per-call cap (tests/core/test_caps.py
@@ -111,17 +122,81 @@ def reference(stream) -> dict:
     return analyze(stream.body, "openai-chat", **UNCAPPED)
 
 
+class CopyMeter:
+    """Bytes handed to the accumulator (``fed``) and bytes the line buffer copies (``copied``): what it
+    appends to a pending line, and every ``bytes``/``bytearray`` it makes of one. A context manager that
+    swaps counting versions into ``accumulator.framing.lines`` while it is open."""
+
+    def __init__(self) -> None:
+        self.fed = 0
+        self.copied = 0
+
+    def count(self, n: int) -> None:
+        self.copied += n
+        if self.copied > COPY_FACTOR * self.fed + COPY_SLACK:
+            raise AssertionError(f"copied {self.copied} bytes after {self.fed} fed: not linear")
+
+    def feed(self, accumulator: StreamAccumulator, body: bytes, start: int, stop: int, size: int) -> None:
+        put = accumulator.feed
+        for i in range(start, stop, size):
+            piece = body[i : min(i + size, stop)]
+            self.fed += len(piece)
+            put(piece)
+
+    def __enter__(self) -> Self:
+        count = self.count
+
+        class CountingBytearray(bytearray):
+            def __init__(self, *args) -> None:
+                super().__init__(*args)
+                count(len(self))
+
+            def __iadd__(self, other):
+                count(len(other))
+                return super().__iadd__(other)
+
+            def __add__(self, other):
+                return CountingBytearray(bytes(self) + bytes(other))
+
+        def counting_bytes(*args):
+            made = builtins.bytes(*args)
+            count(len(made))
+            return made
+
+        self._saved = lines.__dict__.get("bytes"), lines.__dict__.get("bytearray")
+        lines.bytes, lines.bytearray = counting_bytes, CountingBytearray
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, saved in zip(("bytes", "bytearray"), self._saved, strict=True):
+            if saved is None:
+                delattr(lines, name)
+            else:
+                setattr(lines, name, saved)
+
+
 def feed(accumulator: StreamAccumulator, body: bytes, start: int, stop: int, size: int) -> None:
     put = accumulator.feed
     for i in range(start, stop, size):
         put(body[i : min(i + size, stop)])
 
 
-def traced_peak(accumulator: StreamAccumulator, body: bytes, start: int, stop: int, size: int) -> int:
-    """Feed body[start:stop] in ``size``-byte pieces; the peak of the memory allocated meanwhile."""
+def traced_peak(
+    accumulator: StreamAccumulator,
+    body: bytes,
+    start: int,
+    stop: int,
+    size: int,
+    meter: CopyMeter | None = None,
+) -> int:
+    """Feed body[start:stop] in ``size``-byte pieces (through ``meter`` if given); the peak of the memory
+    allocated meanwhile."""
     tracemalloc.start()
     try:
-        feed(accumulator, body, start, stop, size)
+        if meter is None:
+            feed(accumulator, body, start, stop, size)
+        else:
+            meter.feed(accumulator, body, start, stop, size)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -155,11 +230,12 @@ def test_the_stream_is_what_it_should_be(stream, reference):
 def test_64kib_chunks_same_result_linear_work_memory_follows_the_arguments(stream, reference):
     body = stream.body
     accumulator = StreamAccumulator("openai-chat", **UNCAPPED)
-    peak = traced_peak(accumulator, body, 0, len(body), 65536)
+    with CopyMeter() as meter:
+        peak = traced_peak(accumulator, body, 0, len(body), 65536, meter)
     result = accumulator.finish()
     assert result == reference
-    work = accumulator._framer.work  # the SseDecoder's count of bytes examined
-    assert work <= WORK_FACTOR * len(body), (work, len(body))
+    assert meter.fed == len(body)
+    assert meter.copied <= COPY_FACTOR * len(body), (meter.copied, len(body))
     limit = MEMORY_FACTOR * stream.argument_bytes + MEMORY_SLACK
     assert peak <= limit, (
         f"traced peak {peak / 1e6:.1f} MB while feeding {stream.argument_bytes / 1e6:.1f} MB of arguments "
@@ -180,21 +256,19 @@ def test_small_chunks_same_result_linear_work_memory_not_per_feed_call(
     # calls (a minute and a half); there they go in 7-byte pieces, the region byte by byte.
     outside = 7
     accumulator = StreamAccumulator("openai-chat", **UNCAPPED)
-    framer = accumulator._framer  # the SseDecoder and its work counter (bytes examined)
     feed(accumulator, body, 0, start, outside)
-    work_before = framer.work
-    peak = traced_peak(accumulator, body, start, stop, size)
-    region_work = framer.work - work_before
+    with CopyMeter() as meter:
+        peak = traced_peak(accumulator, body, start, stop, size, meter)
     feed(accumulator, body, stop, len(body), outside)
     result = accumulator.finish()
 
     assert result == reference
     assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == stream.arguments
 
-    # Linear work: each byte is examined a bounded number of times however the input is cut, the
-    # multi-megabyte line that came in `size`-byte pieces included.
-    assert framer.work <= WORK_FACTOR * len(body), (framer.work, len(body))
-    assert region_work <= WORK_FACTOR * (stop - start), (region_work, stop - start)
+    # Linear work: each byte is copied a bounded number of times however the input is cut, the
+    # multi-megabyte line that came in `size`-byte pieces included (the meter also checks as it goes).
+    assert meter.fed == stop - start
+    assert meter.copied <= COPY_FACTOR * (stop - start), (meter.copied, stop - start)
 
     # Memory: what the arguments need, not a cost per feed call.
     limit = coarse_region_peak + stream.region_argument_bytes + MEMORY_SLACK

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import STRATEGIES, analyze
@@ -141,3 +145,57 @@ def test_a_new_strategy_that_says_nothing_is_replayed_never_a_false_ok(monkeypat
         "verdict": "ok",
         "reason": "rebuilds the same 1 call(s)",
     }
+
+
+# -- the lazy wake-up (Strategy.agrees) never changes a verdict ---------------------------------------------
+#
+# The assembly keeps a strategy asleep while its rule says it surely routes as identity does, and replays it
+# from the first delta it might not. The harness below has every strategy awake from the first delta (the
+# base's never-agree rule), and the results must be the same, warnings and first divergences included.
+
+EAGER = {
+    name: type(f"Eager{cls.__name__}", (cls,), {"agrees": staticmethod(Strategy.agrees)})
+    for name, cls in STRATEGIES.items()
+}
+
+# Few values, so that random streams collide: ids reused and placeholders (""/"null"), indexes shared
+# or missing, names repeated, empty, or split in two (get_ + weather).
+IDS = st.sampled_from([None, None, "", "null", "call_a", "call_b", "call_c"])
+INDEXES = st.sampled_from([None, 0, 0, 1, 1, 2])
+NAMES = st.sampled_from([None, None, None, "", "get_weather", "get_", "weather", "get_time"])
+ARGUMENTS = st.sampled_from([None, "", "{", '"a"', ": 1", "}", '{"x": 2}'])
+
+
+@st.composite
+def random_chat_stream(draw) -> bytes:
+    def entry():
+        return call(draw(INDEXES), draw(IDS), draw(NAMES), draw(ARGUMENTS))
+
+    choices = draw(st.sampled_from([(0,), (0,), (0, 1)]))
+    events = []
+    for _ in range(draw(st.integers(1, 10))):
+        n = draw(st.sampled_from([1, 1, 1, 2]))  # now and then two entries in one chunk
+        events.append(tool_chunk(*(entry() for _ in range(n)), choice_index=draw(st.sampled_from(choices))))
+    events += [chunk(choice(c, "tool_calls")) for c in choices]
+    return sse(*events)
+
+
+@settings(max_examples=600, derandomize=True, deadline=None)
+@given(random_chat_stream())
+def test_the_lazy_wake_up_never_changes_a_verdict(body):
+    lazy = analyze(body, "openai-chat")
+    with mock.patch.dict(STRATEGIES, EAGER):
+        eager = analyze(body, "openai-chat")
+    assert lazy == eager
+
+
+def test_index_keyed_strategies_read_a_missing_index_as_0():
+    # `index ?? 0`: a fragment without an index continues call 0, as identity routing's one call does.
+    body = sse(
+        tool_chunk(call(0, "call_a", "f", '{"a": ')),
+        tool_chunk(call(None, None, None, "1}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat")
+    for name in ("index-only", "field-concat", "last-wins"):
+        assert result["compatibility"][name] == {"verdict": "ok", "reason": "rebuilds the same 1 call(s)"}
