@@ -1,6 +1,7 @@
 """The one line buffer of every line framer (SSE, NDJSON, and SSE in the rewriter's raw mode): it owns the
-line not yet ended, a CR whose LF may come in the next chunk, dropping a line over the cap, and the count
-of bytes examined. Each byte is examined a bounded number of times however the input is cut."""
+line not yet ended, a CR whose LF may come in the next chunk, and dropping a line over the cap. Each byte
+is examined a bounded number of times however the input is cut (tests/core/test_linearity.py measures
+the bytes it copies from outside)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class LineBuffer:
     chunk waits for the next byte (it may be the first half of a CRLF), and nothing is ever dropped.
     """
 
-    __slots__ = ("_after_cr", "_cr", "_raw", "pending", "pending_len", "skipping", "work")
+    __slots__ = ("_after_cr", "_cr", "_raw", "pending", "pending_len", "skipping")
 
     def __init__(self, *, cr: bool = True, raw: bool = False) -> None:
         self._cr = cr
@@ -29,14 +30,10 @@ class LineBuffer:
         self.pending_len = 0
         self._after_cr = False  # the last chunk ended in CR: a leading LF in the next one ends nothing
         self.skipping = False  # dropping the rest of a line that alone exceeded the cap
-        # Bytes examined: each chunk scanned once, each pending line joined once. Tests read it to show
-        # the work stays linear in the input however it is cut (a counter, not a timer).
-        self.work = 0
 
     def split(self, chunk: bytes) -> list:
         """The lines this chunk completes, without their line ends (raw: with them). The first is None
         when it only ends a line being dropped. The unfinished rest is held."""
-        self.work += len(chunk)
         if self._raw:
             return self._split_raw(chunk)
         if self._after_cr:
@@ -59,7 +56,6 @@ class LineBuffer:
             elif self.pending_len:
                 pending = self.pending
                 pending += lines[0]
-                self.work += self.pending_len + len(lines[0])
                 lines[0] = bytes(pending)
                 self.pending = bytearray()
                 self.pending_len = 0
@@ -96,7 +92,6 @@ class LineBuffer:
                 first = self.pending
                 first += pieces[0]
                 first += pieces[1]
-                self.work += self.pending_len + len(pieces[0])
                 lines.append(bytes(first))
                 self.pending = bytearray()
                 self.pending_len = 0

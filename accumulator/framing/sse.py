@@ -63,11 +63,6 @@ class SseDecoder:
         self._discarding = False  # inside an oversized event: ignore lines until a blank one
 
     @property
-    def work(self) -> int:
-        """Bytes examined so far (the line buffer's count): linear in the input however it is cut."""
-        return self._lines.work
-
-    @property
     def pending(self) -> int:
         """Bytes received of the event in progress (raw mode: its block, and the line not yet ended)."""
         held = self._block_len if self._raw else self._data_len
