@@ -1,5 +1,5 @@
-"""The result of one stream: a typed model (``Result`` and its parts) built once at the end, turned into
-the JSON-safe dict in one place (``Result.to_dict``), and that dict's JSON Schema.
+"""The result of one stream: a typed model (``Result`` and its parts, as TypedDicts: the JSON-safe dict
+itself, typed, at no cost per stream) spelled in one place (``_result``), and that dict's JSON Schema.
 
 Final checks happen here, at the end and never earlier: truncation, arguments that do not parse, each
 hazard strategy's calls compared with the identity result, and the calls checked against what the
@@ -10,8 +10,7 @@ a warning log and its per-code cap like every other warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -22,115 +21,104 @@ from .warnings import WarningLog
 _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
 
 
-@dataclass(slots=True)
-class CallResult:
+class CallResult(TypedDict):
     """One tool call as identity routing rebuilt it, with its timing facts."""
 
     id: str | None
     index: int | None
     name: str | None
     arguments: str
-    deltas: int = 0
-    first_event: int = 0
-    last_event: int = 0
-    first_at: float | None = None
-    last_at: float | None = None
-    interleaved: bool = False
-    arguments_truncated: bool = False
-
-    def to_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "index": self.index,
-            "name": self.name,
-            "arguments": self.arguments,
-            "deltas": self.deltas,
-            "first_event": self.first_event,
-            "last_event": self.last_event,
-            "first_at": self.first_at,
-            "last_at": self.last_at,
-            "interleaved": self.interleaved,
-            "arguments_truncated": self.arguments_truncated,
-        }
+    deltas: int
+    first_event: int
+    last_event: int
+    first_at: float | None
+    last_at: float | None
+    interleaved: bool
+    arguments_truncated: bool
 
 
-@dataclass(slots=True)
-class ChoiceResult:
+class ChoiceResult(TypedDict):
     index: int
-    text: str | None = None
-    reasoning: str | None = None
-    refusal: str | None = None
-    finish_reason: str | None = None
-    tool_calls: list[CallResult] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {
-            "index": self.index,
-            "text": self.text,
-            "reasoning": self.reasoning,
-            "refusal": self.refusal,
-            "finish_reason": self.finish_reason,
-            "tool_calls": [call.to_dict() for call in self.tool_calls],
-        }
+    text: str | None
+    reasoning: str | None
+    refusal: str | None
+    finish_reason: str | None
+    tool_calls: list[CallResult]
 
 
-@dataclass(slots=True, frozen=True)
-class Verdict:
+class Verdict(TypedDict):
     """Would a client following one hazard strategy rebuild the stream: "ok", "breaks" or "n/a", and why."""
 
     verdict: str
     reason: str
 
-    def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "reason": self.reason}
+
+class Stats(TypedDict):
+    events: int
+    bytes: int
+    warnings_suppressed: int
+    calls_dropped: int
+    deltas_dropped: int
 
 
-@dataclass(slots=True)
-class Stats:
-    events: int = 0
-    bytes: int = 0
-    calls_dropped: int = 0
-    deltas_dropped: int = 0
-
-
-@dataclass(slots=True)
-class Result:
-    """Everything one response amounts to. ``to_dict`` is the only place its JSON shape is spelled."""
+class Result(TypedDict, total=False):
+    """Everything one response amounts to: the JSON shape RESULT_SCHEMA describes, typed. ``_result`` is
+    the only place it is spelled; ``rewrite`` and ``source`` are added by the front doors that have them."""
 
     format: str
     streamed: bool
     complete: bool
-    warnings: WarningLog
-    model: str | None = None
-    response_id: str | None = None
-    choices: list[ChoiceResult] = field(default_factory=list)
-    usage: dict | None = None
-    error: Any = None
-    compatibility: dict[str, Verdict] = field(default_factory=dict)
-    timing: dict | None = None
-    stats: Stats = field(default_factory=Stats)
+    model: str | None
+    response_id: str | None
+    choices: list[ChoiceResult]
+    usage: dict | None
+    error: Any
+    warnings: list[dict]
+    compatibility: dict[str, Verdict]
+    timing: dict | None
+    stats: Stats
+    rewrite: dict
+    source: dict
 
-    def to_dict(self) -> dict:
-        return {
-            "format": self.format,
-            "streamed": self.streamed,
-            "complete": self.complete,
-            "model": self.model,
-            "response_id": self.response_id,
-            "choices": [choice.to_dict() for choice in self.choices],
-            "usage": self.usage,
-            "error": self.error,
-            "warnings": self.warnings.to_list(),
-            "compatibility": {name: verdict.to_dict() for name, verdict in self.compatibility.items()},
-            "timing": self.timing,
-            "stats": {
-                "events": self.stats.events,
-                "bytes": self.stats.bytes,
-                "warnings_suppressed": self.warnings.suppressed,
-                "calls_dropped": self.stats.calls_dropped,
-                "deltas_dropped": self.stats.deltas_dropped,
-            },
-        }
+
+def _result(
+    format: str,
+    streamed: bool,
+    complete: bool,
+    warnings: WarningLog,
+    *,
+    model: str | None = None,
+    response_id: str | None = None,
+    choices: list[ChoiceResult] | None = None,
+    usage: dict | None = None,
+    error: Any = None,
+    compatibility: dict[str, Verdict] | None = None,
+    timing: dict | None = None,
+    events: int = 0,
+    nbytes: int = 0,
+    calls_dropped: int = 0,
+    deltas_dropped: int = 0,
+) -> Result:
+    return {
+        "format": format,
+        "streamed": streamed,
+        "complete": complete,
+        "model": model,
+        "response_id": response_id,
+        "choices": choices if choices is not None else [],
+        "usage": usage,
+        "error": error,
+        "warnings": warnings.to_list(),
+        "compatibility": compatibility if compatibility is not None else {},
+        "timing": timing,
+        "stats": {
+            "events": events,
+            "bytes": nbytes,
+            "warnings_suppressed": warnings.suppressed,
+            "calls_dropped": calls_dropped,
+            "deltas_dropped": deltas_dropped,
+        },
+    }
 
 
 def add_warnings(result: dict, warnings: list[dict]) -> None:
@@ -166,14 +154,18 @@ def build_result(
     if request is not None:
         _request_checks(out_choices, request, warnings)
     replayed = assembly.awake_strategies()
+    agreeing = _agreeing(out_choices) if len(replayed) < len(assembly.strategies) else None
     compatibility = {
         strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
         if strategy.name in replayed
-        else _agreeing(out_choices)
+        else agreeing
         for strategy in assembly.strategies
     }
     for name in not_applicable:
-        compatibility[name] = Verdict("n/a", "every call arrives whole in this format: nothing to route")
+        compatibility[name] = {
+            "verdict": "n/a",
+            "reason": "every call arrives whole in this format: nothing to route",
+        }
     truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
     if truncated:
         unfinished = [s.index for s in choices if s.finish_reason is None]
@@ -183,11 +175,11 @@ def build_result(
             + (f"; unfinished choices: {unfinished}" if choices else " and before any choice arrived"),
             unfinished_choices=unfinished,
         )
-    return Result(
-        format=format,
-        streamed=streamed,
-        complete=not truncated and not assembly.errors,
-        warnings=warnings,
+    return _result(
+        format,
+        streamed,
+        not truncated and not assembly.errors,
+        warnings,
         model=assembly.model,
         response_id=assembly.response_id,
         choices=out_choices,
@@ -195,7 +187,10 @@ def build_result(
         error=assembly.errors[-1] if assembly.errors else None,
         compatibility=compatibility,
         timing=timing,
-        stats=Stats(events, nbytes, assembly.calls_dropped, assembly.deltas_dropped),
+        events=events,
+        nbytes=nbytes,
+        calls_dropped=assembly.calls_dropped,
+        deltas_dropped=assembly.deltas_dropped,
     )
 
 
@@ -203,7 +198,7 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
     """The result of a stream whose analysis failed inside toolcall-lens: says so, claims nothing else."""
     warnings = WarningLog()
     warnings.add("internal-error", f"analysis stopped: {message}", error=message)
-    return Result(format, streamed, False, warnings, stats=Stats(bytes=nbytes)).to_dict()
+    return _result(format, streamed, False, warnings, nbytes=nbytes)
 
 
 def _relative(moment: float | None, origin: float | None) -> float | None:
@@ -229,66 +224,72 @@ def _choice_result(
                     arguments=_cap(arguments),
                 )
         calls.append(
-            CallResult(
-                call.id,
-                call.index,
-                call.name,
-                arguments,
-                call.deltas,
-                call.first_event,
-                call.last_event,
-                _relative(call.first_at, first_event_at),
-                _relative(call.last_at, first_event_at),
-                call.interleaved,
-                call.truncated,
-            )
+            {
+                "id": call.id,
+                "index": call.index,
+                "name": call.name,
+                "arguments": arguments,
+                "deltas": call.deltas,
+                "first_event": call.first_event,
+                "last_event": call.last_event,
+                "first_at": _relative(call.first_at, first_event_at),
+                "last_at": _relative(call.last_at, first_event_at),
+                "interleaved": call.interleaved,
+                "arguments_truncated": call.truncated,
+            }
         )
-    return ChoiceResult(
-        state.index,
-        "".join(state.text) if state.text else None,
-        "".join(state.reasoning) if state.reasoning else None,
-        "".join(state.refusal) if state.refusal else None,
-        state.finish_reason,
-        calls,
-    )
+    return {
+        "index": state.index,
+        "text": "".join(state.text) if state.text else None,
+        "reasoning": "".join(state.reasoning) if state.reasoning else None,
+        "refusal": "".join(state.refusal) if state.refusal else None,
+        "finish_reason": state.finish_reason,
+        "tool_calls": calls,
+    }
 
 
 def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warnings: WarningLog) -> None:
     validators: dict[str, object] = {}
     for out in out_choices:
-        calls = out.tool_calls
+        calls = out["tool_calls"]
         for position, call in enumerate(calls):
-            label = f"call {call.id or '#' + str(position)}"
+            label = f"call {call['id'] or '#' + str(position)}"
             if request.tools is not None:
-                if call.name not in request.tools:
+                if call["name"] not in request.tools:
                     warnings.add(
                         "undeclared-tool",
                         f"{label} "
                         + (
-                            f"names {call.name!r}, which the request did not declare"
-                            if call.name
+                            f"names {call['name']!r}, which the request did not declare"
+                            if call["name"]
                             else "has no name"
                         ),
-                        choice=out.index,
-                        id=call.id,
-                        name=call.name,
+                        choice=out["index"],
+                        id=call["id"],
+                        name=call["name"],
                         declared=sorted(request.tools),
                     )
-                elif request.tools[call.name] is not None:
-                    _check_schema(call, label, out.index, request.tools[call.name], validators, warnings)
+                elif request.tools[call["name"]] is not None:
+                    _check_schema(
+                        call, label, out["index"], request.tools[call["name"]], validators, warnings
+                    )
         if request.parallel is False and len(calls) > 1:
             warnings.add(
                 "parallel-disabled",
-                f"{len(calls)} tool calls in choice {out.index} although the request turned parallel calls off",
-                choice=out.index,
-                names=[c.name for c in calls],
+                f"{len(calls)} tool calls in choice {out['index']} although the request turned parallel calls off",
+                choice=out["index"],
+                names=[c["name"] for c in calls],
             )
-        if request.forced and out.finish_reason is not None and all(c.name != request.forced for c in calls):
+        if (
+            request.forced
+            and out["finish_reason"] is not None
+            and all(c["name"] != request.forced for c in calls)
+        ):
             warnings.add(
                 "tool-choice-ignored",
-                f"the request forced {request.forced!r} but choice {out.index} called "
-                + (", ".join(repr(c.name) for c in calls) or "no tool"),
-                choice=out.index,
+                f"the request forced {request.forced!r} but choice {out['index']} called "
+                + (", ".join(repr(c["name"]) for c in calls) or "no tool"),
+                choice=out["index"],
                 forced=request.forced,
             )
 
@@ -297,10 +298,10 @@ def _check_schema(
     call: CallResult, label: str, choice: int, schema: dict, validators: dict, warnings: WarningLog
 ) -> None:
     try:
-        arguments = orjson.loads(call.arguments or "{}")
+        arguments = orjson.loads(call["arguments"] or "{}")
     except orjson.JSONDecodeError:
         return  # already an invalid-arguments warning
-    validator = validators.get(call.name)
+    validator = validators.get(call["name"])
     if validator is None:
         from jsonschema import exceptions  # only when schemas exist
         from jsonschema import validators as jsonschema_validators
@@ -309,9 +310,9 @@ def _check_schema(
         try:
             cls.check_schema(schema)
         except exceptions.SchemaError:
-            validator = validators[call.name] = False  # a schema we cannot judge by: no verdict
+            validator = validators[call["name"]] = False  # a schema we cannot judge by: no verdict
         else:
-            validator = validators[call.name] = cls(schema)
+            validator = validators[call["name"]] = cls(schema)
     if validator is False:
         return
     error = next(iter(validator.iter_errors(arguments)), None)
@@ -319,10 +320,10 @@ def _check_schema(
         where = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         warnings.add(
             "schema-mismatch",
-            f"{label} ({call.name}): arguments do not match the declared schema at {where}: {error.message}",
+            f"{label} ({call['name']}): arguments do not match the declared schema at {where}: {error.message}",
             choice=choice,
-            id=call.id,
-            name=call.name,
+            id=call["id"],
+            name=call["name"],
             path=where,
             error=_cap(error.message, 500),
         )
@@ -351,8 +352,11 @@ def _orphan_warning(state: ChoiceState, warnings: WarningLog) -> None:
 
 
 def _agreeing(out_choices: list[ChoiceResult]) -> Verdict:
-    total = sum(len(out.tool_calls) for out in out_choices)
-    return Verdict("ok", f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild")
+    total = sum(len(out["tool_calls"]) for out in out_choices)
+    return {
+        "verdict": "ok",
+        "reason": f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild",
+    }
 
 
 def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, empty: str) -> Verdict:
@@ -361,14 +365,14 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
     broken = []
     total = 0
     for out in out_choices:
-        identity = out.tool_calls
+        identity = out["tool_calls"]
         total += len(identity)
         simulated = [
             {"id": c["id"] or None, "name": c["name"], "arguments": c["arguments"] or empty}
-            for c in strategy.calls(out.index)
+            for c in strategy.calls(out["index"])
         ]
         if [(c["id"], c["name"], c["arguments"]) for c in simulated] == [
-            (c.id, c.name, c.arguments) for c in identity
+            (c["id"], c["name"], c["arguments"]) for c in identity
         ]:
             continue
         event = strategy.first_divergence
@@ -382,7 +386,7 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
             strategy.code,
             f"{strategy.name} routing would have built {what} (first diverging at event {event}): {summary}",
             strategy=strategy.name,
-            choice=out.index,
+            choice=out["index"],
             first_divergence_event=event,
             would_build=[
                 {"id": c["id"], "name": c["name"], "arguments": _cap(c["arguments"])} for c in simulated
@@ -390,8 +394,11 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
         )
         broken.append(f"{what} at event {event}: {_cap(summary, 160)}")
     if broken:
-        return Verdict("breaks", "builds " + "; ".join(broken))
-    return Verdict("ok", f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild")
+        return {"verdict": "breaks", "reason": "builds " + "; ".join(broken)}
+    return {
+        "verdict": "ok",
+        "reason": f"rebuilds the same {total} call(s)" if total else "no tool calls to rebuild",
+    }
 
 
 def _cap(text: str, limit: int = _TEXT_CAP) -> str:

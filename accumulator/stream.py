@@ -51,20 +51,18 @@ class StreamAccumulator:
         stall_seconds: float | None = None,
     ) -> None:
         self._wire = formats.get(format) if format is not None else None
-        # The caps and strategies come in one Limits; a keyword given here changes just that one.
-        limits = limits.with_(
-            strategies=strategies,
-            max_event_bytes=max_event_bytes,
-            max_decoded_bytes=max_decoded_bytes,
-            max_calls=max_calls,
-            max_argument_chars=max_argument_chars,
-            stall_seconds=stall_seconds,
-        )
+        # The caps and strategies come in one Limits; a keyword given here changes just that one. Read one
+        # by one rather than through a new Limits: a stream's set-up is paid per flow.
+        if strategies is None:
+            strategies = limits.strategies
+        elif strategies != limits.strategies:
+            unknown = [name for name in strategies if isinstance(name, str) and name not in STRATEGIES]
+            if unknown:
+                raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
         self.format = format
-        self.limits = limits
         self.warnings = WarningLog()
-        self._strategies = limits.strategies
-        self._max_event_bytes = limits.max_event_bytes
+        self._strategies = strategies
+        self._max_event_bytes = limits.max_event_bytes if max_event_bytes is None else max_event_bytes
         self._request = request
         self._content: ContentDecoder | None = None
         self._stopped = False  # analysis given up (undecodable body); bytes are still counted
@@ -79,10 +77,10 @@ class StreamAccumulator:
         self._result: dict | None = None
         self._timing = StreamTiming(started_at)
         self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
-        self._stall_seconds = limits.stall_seconds
-        self._max_calls = limits.max_calls
-        self._max_argument_chars = limits.max_argument_chars
-        self._max_decoded_bytes = limits.max_decoded_bytes
+        self._stall_seconds = limits.stall_seconds if stall_seconds is None else stall_seconds
+        self._max_calls = limits.max_calls if max_calls is None else max_calls
+        self._max_argument_chars = limits.max_argument_chars if max_argument_chars is None else max_argument_chars
+        self._max_decoded_bytes = limits.max_decoded_bytes if max_decoded_bytes is None else max_decoded_bytes
         if encoding and encoding.strip().lower() not in ("identity", ""):
             if supported(encoding):
                 self._content = ContentDecoder(encoding, self._max_decoded_bytes)
@@ -202,7 +200,7 @@ class StreamAccumulator:
             not_applicable=() if self._dialect.fragments else tuple(self._strategies),
             timing=timing,
             first_event_at=self._timing.first_event,
-        ).to_dict()
+        )
         return self._result
 
     def _feed_decoded(self, data: bytes) -> None:
@@ -316,7 +314,7 @@ def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) 
         events=1 if ops else 0,
         nbytes=len(body),
         empty_arguments=dialect_class.empty_arguments,
-    ).to_dict()
+    )
 
 
 def analyze_http_error(
@@ -351,4 +349,4 @@ def analyze_http_error(
         request=None,  # no calls came: checks against the request would only say so again
         events=0,
         nbytes=len(body),
-    ).to_dict()
+    )
