@@ -237,3 +237,32 @@ def test_a_decompression_bomb_is_decoded_piece_by_piece_never_held_whole():
     result = accumulator.finish()
     assert "decoded-size-cap" in codes(result) and "oversized-event" in codes(result)
     assert len(body) < 2**20 and peak < 12 * 2**20, (len(body), peak)
+
+
+def test_the_arguments_cap_warning_names_its_call_event_and_limit():
+    fragments = ('{"text": "', "a" * 40, '"}')
+    result = analyze(sequential(1, fragments), max_argument_chars=30)
+    (warning,) = result["warnings"]
+    # The call opens in event 1; its second fragment, in event 2, crosses the cap.
+    assert {k: warning[k] for k in ("code", "event", "choice", "id", "limit")} == {
+        "code": "arguments-cap",
+        "event": 2,
+        "choice": 0,
+        "id": "call_0",
+        "limit": 30,
+    }
+    assert warning["message"] == (
+        "event 2: call call_0 (tool_0): arguments beyond 30 characters were not kept"
+    )
+
+
+def test_a_provider_error_says_the_message_the_provider_wrapped():
+    from accumulator.assembly import error_text
+
+    body = sse(chunk(choice(0, content="hi")), {"error": {"message": "upstream overloaded", "code": 502}})
+    (warning,) = [w for w in analyze(body)["warnings"] if w["code"] == "provider-error"]
+    assert warning["message"] == "event 2: provider error: upstream overloaded"
+    assert warning["event"] == 2 and warning["error"] == {"message": "upstream overloaded", "code": 502}
+    assert error_text({"error": {"message": "wrapped"}}) == "wrapped"
+    assert error_text({"message": "flat"}) == "flat"
+    assert error_text({"code": 7}) == '{"code":7}'

@@ -199,3 +199,54 @@ def test_index_keyed_strategies_read_a_missing_index_as_0():
     result = analyze(body, "openai-chat")
     for name in ("index-only", "field-concat", "last-wins"):
         assert result["compatibility"][name] == {"verdict": "ok", "reason": "rebuilds the same 1 call(s)"}
+
+
+def _op(event, call_id, index, name, arguments=None):
+    from accumulator.ops import ToolCallDelta
+
+    return ToolCallDelta(event, 0, call_id, index, name, arguments)
+
+
+def _replay(strategy, *ops):
+    for op in ops:
+        strategy.observe(op, None, False, None, None)
+    return strategy.calls(0)
+
+
+def test_index_only_opens_a_nameless_call_and_takes_a_later_id_and_name():
+    # A call opened with name "" keeps no name until one comes; a later id and name fill it.
+    calls = _replay(
+        STRATEGIES["index-only"](),
+        _op(1, None, 0, "", '{"a": '),
+        _op(2, "call_late", 0, "lookup", "1}"),
+    )
+    assert calls == [{"id": "call_late", "name": "lookup", "arguments": '{"a": 1}'}]
+    # Never named: no name, not an empty one.
+    assert _replay(STRATEGIES["index-only"](), _op(1, None, 0, "", "{}")) == [
+        {"id": None, "name": None, "arguments": "{}"}
+    ]
+
+
+def test_id_then_index_takes_only_a_nonempty_string_as_an_id():
+    # An id of another type (or "") names no call: routing falls back to the index.
+    calls = _replay(
+        STRATEGIES["id-then-index"](),
+        _op(1, 5, 0, "f", '{"a": '),
+        _op(2, "", 0, None, "1}"),
+    )
+    assert calls == [{"id": None, "name": "f", "arguments": '{"a": 1}'}]
+
+
+def test_an_awake_strategy_forgets_the_calls_beyond_the_calls_cap():
+    # Two interleaved calls and a cap of one: identity keeps the first; an awake strategy keeps only it too,
+    # and forgets the keys of the second, so a stream of new calls that never ends holds nothing more.
+    body = (DATA / "production_interleaved.sse").read_bytes()
+    result = analyze(body, "openai-chat", max_calls=1)
+    assert len(result["choices"][0]["tool_calls"]) == 1
+    strategy = STRATEGIES["index-only"](max_calls=1)
+    _replay(
+        strategy, _op(1, "call_a", 0, "a", "{"), _op(2, "call_b", 1, "b", "{"), _op(3, None, 1, None, "}")
+    )
+    table = strategy.tables[0]
+    assert [c.name for c in table.calls] == ["a"]
+    assert set(table.by_index) == {0}  # index 1 was forgotten with its call
