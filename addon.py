@@ -34,14 +34,13 @@ from accumulator.report import summary_line
 from accumulator.result import add_warnings
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
-from toolcall_lens.redact import REDACTED, mask, redact_credentials
+from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 
 logger = logging.getLogger("toolcall_lens")
 
 # Kept importable from here, where they lived before the split.
-_mask = mask
 __all__ = ["METADATA_KEY", "REDACTED", "RewriteWatch", "StreamWatch", "ToolcallLens", "redact_credentials"]
 
 

@@ -4,7 +4,7 @@ every accumulator it opens gets the same one."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS
 from .framing.sse import DEFAULT_MAX_EVENT_BYTES
@@ -28,15 +28,15 @@ class Limits:
     stall_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "strategies", tuple(self.strategies))
-        unknown = [name for name in self.strategies if isinstance(name, str) and name not in STRATEGIES]
-        if unknown:
-            raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+        object.__setattr__(self, "strategies", checked_strategies(self.strategies))
 
-    def with_(self, **changes) -> Limits:
-        """These limits with some changed (None values are left as they are)."""
-        changes = {key: value for key, value in changes.items() if value is not None}
-        return replace(self, **changes) if changes else self
+
+def checked_strategies(names) -> tuple:
+    """The strategies named, as a tuple; ValueError names any the core does not know."""
+    unknown = [name for name in names if isinstance(name, str) and name not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+    return tuple(names)
 
 
 DEFAULT_LIMITS = Limits()

@@ -543,7 +543,8 @@ RESULT_SCHEMA: dict[str, Any] = {
         },
         "source": {
             "type": "object",
-            "description": "where the CLI read it: file, and for a flow of a mitmproxy dump flow_id and url",
+            "description": "where the CLI read it: file (rewritten_from for --output); for a flow of a mitmproxy "
+            "dump flow_id, url, time, and timing (whose clock the timing is)",
         },
         "stats": {
             "type": "object",

@@ -13,7 +13,7 @@ from .decoding import ContentDecoder, supported
 from .formats import DEFAULT_FORMAT, SNIFF_BYTES, sniff_format
 from .formats.base import snippet
 from .framing import FRAMERS, MALFORMED, OVERSIZED, parse_json
-from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits
+from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits, checked_strategies
 from .request import request_facts
 from .result import build_result
 from .strategies import STRATEGIES
@@ -56,9 +56,7 @@ class StreamAccumulator:
         if strategies is None:
             strategies = limits.strategies
         elif strategies != limits.strategies:
-            unknown = [name for name in strategies if isinstance(name, str) and name not in STRATEGIES]
-            if unknown:
-                raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
+            strategies = checked_strategies(strategies)
         self.format = format
         self.warnings = WarningLog()
         self._strategies = strategies

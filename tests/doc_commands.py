@@ -42,16 +42,23 @@ def commands(text: str) -> list[Command]:
     """The commands of the ```sh blocks, then the code spans in the prose that run a mitmproxy tool as the
     docs print a command to paste, by its path in the venv (`.venv/bin/mitmdump ...`); a span such as
     `mitmdump -w FILE` names an option in passing."""
+    return [command for _, command in numbered_commands(text)]
+
+
+def numbered_commands(text: str) -> list[tuple[int, Command]]:
+    """``commands``, each with the line of the page it starts on."""
     found = []
-    for block in SH_BLOCK.findall(text):
-        for line in block.replace("\\\n", " ").splitlines():
-            if command := parse(line):
-                found.append(command)
-    prose = SH_BLOCK.sub("", text)
-    for span in CODE_SPAN.findall(prose):
-        command = parse(span)
+    for block in SH_BLOCK.finditer(text):
+        number = text.count("\n", 0, block.start(1)) + 1
+        for line in block.group(1).replace("\\\n", " \x00").splitlines():
+            if command := parse(line.replace("\x00", "")):
+                found.append((number, command))
+            number += 1 + line.count("\x00")
+    prose = SH_BLOCK.sub(lambda block: "\n" * block.group(0).count("\n"), text)
+    for span in CODE_SPAN.finditer(prose):
+        command = parse(span.group(1))
         if command and is_mitm(command) and command.argv[0].startswith(".venv/bin/"):
-            found.append(command)
+            found.append((prose.count("\n", 0, span.start()) + 1, command))
     return found
 
 

@@ -1,17 +1,17 @@
-"""The mitmdump and mitmweb command lines the docs give (README.md and docs/*.md: their ``sh`` code blocks,
-and inline code that starts with ``.venv/bin/``), with the ports and hosts each one makes mitmproxy use,
-its defaults included. The docs tests check them; the mitmweb live test runs them."""
+"""The mitmdump and mitmweb command lines the docs give (read by ``doc_commands``), with the ports and hosts
+each one makes mitmproxy use, its defaults included. The docs tests check them; the mitmweb live test runs
+them."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from doc_commands import is_mitm, mode_listen, numbered_commands
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-TOOLS = ("mitmdump", "mitmweb", "mitmproxy")
 DEFAULT_PROXY_PORT = 8080  # mitmproxy's, for a mode without @PORT and no --listen-port
 DEFAULT_WEB_PORT = 8081  # mitmweb's page
 DEFAULT_WEB_HOST = "127.0.0.1"
@@ -59,8 +59,7 @@ class Recipe:
     def proxy_ports(self) -> list[int]:
         """The port each mode listens on: its own @PORT, else --listen-port, else mitmproxy's default."""
         default = int((self.values("listen_port") or [DEFAULT_PROXY_PORT])[-1])
-        modes = self.values("mode") or ["regular"]
-        return [int(m["port"]) if (m := MODE_PORT.search(mode)) else default for mode in modes]
+        return [mode_listen(mode)[1] or default for mode in self.values("mode") or ["regular"]]
 
     @property
     def web_port(self) -> int:
@@ -73,23 +72,9 @@ class Recipe:
 
 def recipes(tool: str | None = None) -> list[Recipe]:
     """Every command line of a mitmproxy tool in the docs (of ``tool`` only, when given)."""
-    found = []
-    for path in DOCS:
-        text = path.read_text()
-        candidates = []
-        for block in re.finditer(r"^```(?:sh|bash|console)\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
-            start = text.count("\n", 0, block.start(1)) + 1
-            joined, first = "", None
-            for number, line in enumerate(block.group(1).splitlines(), start):
-                first = first or number
-                joined += line.removesuffix("\\")
-                if not line.endswith("\\"):
-                    candidates.append((first, joined))
-                    joined, first = "", None
-        for span in re.finditer(r"`(\.venv/bin/[^`\n]+)`", text):
-            candidates.append((text.count("\n", 0, span.start()) + 1, span.group(1)))
-        for line, command in candidates:
-            argv = shlex.split(command, comments=True)
-            if argv and Path(argv[0]).name in TOOLS and (tool is None or Path(argv[0]).name == tool):
-                found.append(Recipe(f"{path.relative_to(ROOT)}:{line}", argv))
-    return found
+    return [
+        Recipe(f"{path.relative_to(ROOT)}:{line}", command.argv)
+        for path in DOCS
+        for line, command in numbered_commands(path.read_text())
+        if is_mitm(command) and (tool is None or Path(command.argv[0]).name == tool)
+    ]

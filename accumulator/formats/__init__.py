@@ -132,11 +132,6 @@ def request_echoes(request: dict, add_call, add_result, format: str | None = Non
         read(request, add_call, add_result)
 
 
-def rewrite_support(name: str) -> RewriteSupport | None:
-    wire = FORMATS.get(name)
-    return None if wire is None else wire.rewrite
-
-
 __all__ = [
     "DEFAULT_FORMAT",
     "FORMATS",
@@ -149,7 +144,6 @@ __all__ = [
     "request_forced",
     "request_parallel",
     "request_tools",
-    "rewrite_support",
     "sniff_format",
     "sniff_message",
 ]

@@ -272,7 +272,9 @@ def test_redaction_can_be_turned_off_and_covers_failed_requests():
     ],
 )
 def test_the_mask_keeps_only_a_few_characters(value, masked):
-    assert addon_module._mask(value) == masked
+    from toolcall_lens.redact import mask
+
+    assert mask(value) == masked
 
 
 def test_a_failing_rule_is_named_with_the_clients_that_follow_it():
