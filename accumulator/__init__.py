@@ -8,27 +8,35 @@
     exchange = classify(path=..., status=..., content_type=..., request=..., head=...)
     result = analyze_exchange(exchange, body, request=...)     # any front door, the same answer
 
+    connection = Connection(websocket_format(path))   # one WebSocket connection (accumulator.websocket)
+    for message in messages:
+        settled = connection.message(from_client, content, is_text)   # results, one per response
+    settled += connection.finish()
+
 No I/O, no mitmproxy, no global state: bytes in, a result out, the same however the bytes are cut.
 """
 
 from . import formats
 from .exchange import Exchange, analyze_exchange, classify, detect_format
-from .formats import sniff_format
+from .formats import sniff_format, websocket_format
 from .limits import DEFAULT_LIMITS, Limits
-from .result import RESULT_SCHEMA, Result, add_warnings, failure_result
+from .result import CONNECTION_SCHEMA, RESULT_SCHEMA, Result, add_warnings, failure_result
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .stream import StreamAccumulator, analyze, analyze_http_error, analyze_message
 from .warnings import CATALOGUE
+from .websocket import Connection, connection_result
 
 FORMATS = tuple(formats.FORMATS)
 
 __all__ = [
     "CATALOGUE",
+    "CONNECTION_SCHEMA",
     "DEFAULT_LIMITS",
     "DEFAULT_STRATEGIES",
     "FORMATS",
     "RESULT_SCHEMA",
     "STRATEGIES",
+    "Connection",
     "Exchange",
     "Limits",
     "Result",
@@ -39,7 +47,9 @@ __all__ = [
     "analyze_http_error",
     "analyze_message",
     "classify",
+    "connection_result",
     "detect_format",
     "failure_result",
     "sniff_format",
+    "websocket_format",
 ]

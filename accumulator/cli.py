@@ -347,7 +347,10 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
         response = flow.response
         content_type = response.headers.get("content-type", "")
         exchange = classify(
-            path=flow.request.path, status=response.status_code, content_type=content_type, request=flow_request
+            path=flow.request.path,
+            status=response.status_code,
+            content_type=content_type,
+            request=flow_request,
         )
         if exchange is None:
             continue

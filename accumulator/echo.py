@@ -239,9 +239,7 @@ def extract_echoes(request, format: str | None = None) -> tuple[list[EchoedCall]
         return [], []
     calls: list[EchoedCall] = []
     results: list[str] = []
-    formats.request_echoes(
-        request, lambda *call: calls.append(_echo(*call)), results.append, format
-    )
+    formats.request_echoes(request, lambda *call: calls.append(_echo(*call)), results.append, format)
     return calls, results
 
 

@@ -137,7 +137,9 @@ def summary_line(result: dict) -> str:
     if error is not None:
         # The status and what the provider said, first: the rest of the line has nothing to add.
         head = result["format"] + (" (stream asked for)" if result.get("streamed") else "")
-        body = f"HTTP {error.get('status')} {error.get('reason') or ''}".rstrip() + f": {_said(result, error)}"
+        body = (
+            f"HTTP {error.get('status')} {error.get('reason') or ''}".rstrip() + f": {_said(result, error)}"
+        )
     elif names:
         body = f"{len(names)} call{'s' if len(names) != 1 else ''}: {', '.join(names)}"
     else:

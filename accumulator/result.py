@@ -63,7 +63,8 @@ class Stats(TypedDict):
 
 class Result(TypedDict, total=False):
     """Everything one response amounts to: the JSON shape RESULT_SCHEMA describes, typed. ``_result`` is
-    the only place it is spelled; ``rewrite`` and ``source`` are added by the front doors that have them."""
+    the only place it is spelled; ``rewrite`` and ``source`` are added by the front doors that have them,
+    ``websocket`` by ``accumulator.websocket`` for a response that came over a WebSocket."""
 
     format: str
     streamed: bool
@@ -79,6 +80,7 @@ class Result(TypedDict, total=False):
     stats: Stats
     rewrite: dict
     source: dict
+    websocket: dict
 
 
 def _result(
@@ -541,6 +543,44 @@ RESULT_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "websocket": {
+            "type": "object",
+            "description": "the response came over a WebSocket (accumulator.websocket): where it sits on the "
+            "connection, and the client's evidence about its calls",
+            "required": [
+                "position",
+                "lane",
+                "prewarm",
+                "status",
+                "first_message",
+                "last_message",
+                "audio_bytes",
+                "evidence",
+            ],
+            "additionalProperties": False,
+            "properties": {
+                "position": {"type": "integer", "minimum": 1, "description": "1-based, in order of start"},
+                "lane": {"type": ["string", "null"], "description": "Responses WebSocket stream_id"},
+                "prewarm": {"type": "boolean", "description": "a response.create with generate: false"},
+                "status": {
+                    "type": ["string", "null"],
+                    "description": "how the provider ended it when not completed (cancelled, failed, ...)",
+                },
+                "first_message": {"type": "integer", "minimum": 0},
+                "last_message": {"type": "integer", "minimum": 0},
+                "audio_bytes": {"type": "integer", "minimum": 0, "description": "audio counted, not kept"},
+                "evidence": {
+                    "type": ["object", "null"],
+                    "description": "what the client's later messages said of its calls; null: nothing "
+                    "(no call, or no answer before the connection ended)",
+                    "properties": {
+                        "answered": {"type": "array", "items": {"type": "string"}},
+                        "unanswered": {"type": "array", "items": {"type": "string"}},
+                        "cancelled": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+            },
+        },
         "source": {
             "type": "object",
             "description": "where the CLI read it: file (rewritten_from for --output); for a flow of a mitmproxy "
@@ -565,5 +605,35 @@ RESULT_SCHEMA: dict[str, Any] = {
                 },
             },
         },
+    },
+}
+
+
+CONNECTION_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "toolcall-lens WebSocket connection",
+    "description": "what a front door stores for a WebSocket flow (accumulator.websocket.connection_result)",
+    "type": "object",
+    "required": ["transport", "connection", "responses"],
+    "additionalProperties": False,
+    "properties": {
+        "transport": {"const": "websocket"},
+        "connection": {
+            "type": "object",
+            "required": ["format", "path", "responses", "messages", "bytes", "results_dropped", "warnings"],
+            "properties": {
+                "format": {"type": ["string", "null"]},
+                "path": {"type": "string"},
+                "responses": {"type": "integer", "minimum": 0},
+                "messages": {"type": "object"},
+                "bytes": {"type": "object"},
+                "results_dropped": {"type": "integer", "minimum": 0},
+                "warnings": {"type": "array"},
+                "warnings_over_cap": {"type": "integer", "minimum": 0},
+                "trimmed": {"type": "integer", "minimum": 0},
+                "closed": {"type": ["object", "null"]},
+            },
+        },
+        "responses": {"type": "array", "items": {k: v for k, v in RESULT_SCHEMA.items() if k != "$schema"}},
     },
 }

@@ -20,7 +20,26 @@ from .strategies import STRATEGIES
 from .timing import StreamTiming
 from .warnings import WarningLog
 
-__all__ = ["DEFAULT_MAX_DECODED_BYTES", "StreamAccumulator", "analyze", "analyze_http_error", "analyze_message"]
+__all__ = [
+    "DEFAULT_MAX_DECODED_BYTES",
+    "StreamAccumulator",
+    "analyze",
+    "analyze_http_error",
+    "analyze_message",
+]
+
+
+class _WholeEvents:
+    """The framer of a format whose events come whole (WebSocket messages): bytes frame into nothing."""
+
+    def feed(self, _chunk: bytes) -> list:
+        return []
+
+    def close(self) -> list:
+        return []
+
+
+_WHOLE = _WholeEvents()
 
 
 class StreamAccumulator:
@@ -77,7 +96,9 @@ class StreamAccumulator:
         self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
         self._stall_seconds = limits.stall_seconds if stall_seconds is None else stall_seconds
         self._max_calls = limits.max_calls if max_calls is None else max_calls
-        self._max_argument_chars = limits.max_argument_chars if max_argument_chars is None else max_argument_chars
+        self._max_argument_chars = (
+            limits.max_argument_chars if max_argument_chars is None else max_argument_chars
+        )
         self._max_decoded_bytes = limits.max_decoded_bytes if max_decoded_bytes is None else max_decoded_bytes
         if encoding and encoding.strip().lower() not in ("identity", ""):
             if supported(encoding):
@@ -86,6 +107,21 @@ class StreamAccumulator:
                 self._stop("decoding-failed", f"unsupported Content-Encoding {encoding!r}", encoding=encoding)
         if self._wire is not None and not self._wire.needs_head:
             self._start(b"")  # nothing to wait for: frame from the first byte
+
+    @property
+    def response_id(self) -> str | None:
+        """The response id the stream has named so far, if any."""
+        return self._assembly.response_id if self._assembly is not None else None
+
+    def has_call(self, call_id: str) -> bool:
+        """Whether a call of this id has opened so far."""
+        assembly = self._assembly
+        return assembly is not None and any(call_id in state.by_id for state in assembly.choices.values())
+
+    def name_model(self, model: str) -> None:
+        """The model, as the front door knows it (a WebSocket session's), unless the events name one."""
+        if self._assembly is not None and not self._assembly.model:
+            self._assembly.model = model
 
     def note(self, code: str, message: str, **details) -> None:
         """Add a warning from the front door (e.g. the addon's ``body-truncated``) to this stream's result."""
@@ -141,6 +177,20 @@ class StreamAccumulator:
             if not data:
                 return
         self._feed_decoded(data)
+
+    def feed_object(self, obj: dict, nbytes: int, now: float | None = None) -> None:
+        """One event that came whole and already read as a JSON object (a WebSocket message of
+        ``nbytes``): no decoding, no framing. The format must be given."""
+        self._bytes += nbytes
+        number = self._events = self._events + 1
+        if now is not None:
+            self._now = now
+            self._timing.on_bytes(now)
+            self._timing.on_events(now, number)
+            self._assembly.now = now
+        apply = self._assembly.apply
+        for op in self._dialect.obj_ops(obj, None, number):
+            apply(op)
 
     def finish(self, now: float | None = None) -> dict | None:
         """End of input (at ``now``, if known): the result (None for a stream of unknown format that
@@ -255,7 +305,8 @@ class StreamAccumulator:
     def _start(self, head: bytes) -> None:
         wire = self._wire
         dialect_class = wire.dialect
-        self._framer = FRAMERS[wire.framing_for(head)](self._max_event_bytes)
+        # A format that only travels over WebSockets has no framing: its events come whole (feed_object).
+        self._framer = FRAMERS[wire.framing_for(head)](self._max_event_bytes) if wire.framings else _WHOLE
         self._dialect = dialect_class(self.warnings)
         caps = (self._max_calls, self._max_argument_chars)
         strategies = [STRATEGIES[name](*caps) for name in self._strategies] if dialect_class.fragments else []

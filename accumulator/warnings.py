@@ -96,6 +96,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "info",
         "the client's request names a tool call id no response carried, in a conversation whose calls were seen",
     ),
+    "unanswered-call": (
+        "warning",
+        "the client answered some of a response's calls but never this one: a dropped call (WebSocket evidence)",
+    ),
+    "cancelled-call-answered": (
+        "warning",
+        "the client answered a call the provider had cancelled (Gemini Live toolCallCancellation)",
+    ),
+    "response-incomplete": (
+        "info",
+        "the provider ended the response early (cancelled, failed, incomplete, interrupted): its calls may be partial",
+    ),
+    "websocket-messages-trimmed": (
+        "info",
+        "messages already analysed were dropped from the stored WebSocket flow to bound its memory",
+    ),
     "stalled": (
         "info",
         "the stream went silent mid-way for longer than the stall threshold",

@@ -19,8 +19,10 @@ from . import (
     bedrock_invoke,
     cohere,
     gemini,
+    gemini_live,
     ollama,
     openai_chat,
+    openai_realtime,
     openai_responses,
 )
 from .base import RewriteSupport, WireFormat, framings_allowed
@@ -35,9 +37,19 @@ _MODULES = (
     bedrock_invoke,
     cohere,
     ollama,
+    # Over WebSockets only; asked before Responses about a connection's first messages (both send
+    # response.create and response.created).
+    openai_realtime,
+    gemini_live,
 )
-FORMATS: dict[str, WireFormat] = {module.FORMAT.name: module.FORMAT for module in _MODULES}
+_ALL: dict[str, WireFormat] = {module.FORMAT.name: module.FORMAT for module in _MODULES}
+# The formats of HTTP bodies, and those that travel over WebSockets (Responses does both).
+FORMATS: dict[str, WireFormat] = {name: wire for name, wire in _ALL.items() if wire.over_http}
+WEBSOCKET_FORMATS: dict[str, WireFormat] = {
+    name: wire for name, wire in _ALL.items() if wire.websocket is not None
+}
 DEFAULT_FORMAT = _MODULES[0].FORMAT.name  # what a body is read as when no format is named
+_SNIFF_WEBSOCKET = sorted(WEBSOCKET_FORMATS.values(), key=lambda wire: wire.over_http)
 
 SNIFF_BYTES = 64 * 1024  # how much of a body is held, at most, to recognise its format
 _SNIFF_EVENTS = 8
@@ -55,9 +67,10 @@ _SNIFF_DECODERS = {
 
 def get(name: str) -> WireFormat:
     """The format of this name; ValueError names the known ones."""
-    wire = FORMATS.get(name)
+    wire = FORMATS.get(name) or WEBSOCKET_FORMATS.get(name)
     if wire is None:
-        raise ValueError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
+        known = ", ".join(dict.fromkeys([*FORMATS, *WEBSOCKET_FORMATS]))
+        raise ValueError(f"unknown format {name!r}; known: {known}")
     return wire
 
 
@@ -89,6 +102,20 @@ def sniff_format(head: bytes) -> str | None:
             if wire.sniff(event, obj):
                 return wire.name
     return None
+
+
+def websocket_format(path: str) -> str | None:
+    """The format a WebSocket connection speaks, from its upgrade request's path, or None."""
+    bare = path.split("?", 1)[0].rstrip("/")
+    for wire in WEBSOCKET_FORMATS.values():
+        if any(pattern.search(bare) for pattern in wire.websocket.compiled_paths):
+            return wire.name
+    return None
+
+
+def sniff_websocket(from_client: bool, obj: dict) -> str | None:
+    """The format of a WebSocket connection from one of its first messages (a JSON object), or None."""
+    return next((wire.name for wire in _SNIFF_WEBSOCKET if wire.websocket.sniff(from_client, obj)), None)
 
 
 def sniff_message(body: bytes) -> str | None:
@@ -136,6 +163,7 @@ __all__ = [
     "DEFAULT_FORMAT",
     "FORMATS",
     "SNIFF_BYTES",
+    "WEBSOCKET_FORMATS",
     "RewriteSupport",
     "WireFormat",
     "get",
@@ -146,4 +174,6 @@ __all__ = [
     "request_tools",
     "sniff_format",
     "sniff_message",
+    "sniff_websocket",
+    "websocket_format",
 ]

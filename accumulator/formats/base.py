@@ -55,6 +55,27 @@ class RewriteSupport:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSocketSupport:
+    """How a format travels over a WebSocket (``accumulator.websocket``): one JSON event per message.
+
+    ``paths``: regexes searched in the upgrade request's path (query aside) that say the connection
+    speaks this format. ``sniff(from_client, obj)``: whether one of the first messages of a connection
+    of unknown format (``obj`` its JSON object) is surely this format's. ``session``: the class that reads
+    one connection's messages (``session(connection)`` with ``client(obj, number)`` and
+    ``server(obj, number)``): it opens, feeds and closes the connection's responses and hands it the
+    client's evidence (``accumulator.websocket.Connection``).
+    """
+
+    paths: tuple[str, ...]
+    session: type
+    sniff: Callable = _never
+    compiled_paths: tuple = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled_paths", tuple(re.compile(pattern) for pattern in self.paths))
+
+
+@dataclass(frozen=True, slots=True)
 class WireFormat:
     """Everything toolcall-lens knows about one wire format. Each module under ``formats/`` builds one,
     named ``FORMAT``; the registry (``formats/__init__.py``) builds every table from them, so no other
@@ -74,6 +95,8 @@ class WireFormat:
       turned off), ``forced`` (the tool forced by name), ``echoes(request, add_call, add_result)`` (the
       assistant calls it echoes back, in order, with their turn, and the ids its tool results answer).
     - ``rewrite``: what the rewriter needs, or None.
+    - ``websocket``: how it travels over a WebSocket (``WebSocketSupport``), or None. A format that
+      only travels over WebSockets (OpenAI Realtime, Gemini Live) has no ``framings`` and no ``paths``.
     """
 
     name: str
@@ -87,11 +110,12 @@ class WireFormat:
     forced: Callable = _none
     echoes: Callable = _no_echoes
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
+    websocket: WebSocketSupport | None = None
     compiled_paths: tuple = ()
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.framings if f not in FRAMINGS]
-        if not self.framings or unknown:
+        if (not self.framings and self.websocket is None) or unknown:
             raise ValueError(f"{self.name}: framings {self.framings!r}; known: {FRAMINGS}")
         object.__setattr__(
             self, "compiled_paths", tuple((re.compile(pattern), always) for pattern, always in self.paths)
@@ -101,6 +125,11 @@ class WireFormat:
     def needs_head(self) -> bool:
         """Whether its framing is told by the first bytes (several framings) rather than known at once."""
         return len(self.framings) > 1
+
+    @property
+    def over_http(self) -> bool:
+        """Whether its responses come as HTTP bodies (it has framings), not only over WebSockets."""
+        return bool(self.framings)
 
     def framing_for(self, head: bytes) -> str:
         """The framing of a body that starts with ``head``: the first of its framings the first
@@ -137,6 +166,13 @@ class JsonDialect:
         self._warn = warnings
 
     def ops(self, event, number: int) -> list:
+        """The operations of one framed event (its JSON payload read here)."""
+        obj = self._load(event.data, number)
+        return [] if obj is None else self.obj_ops(obj, event.type, number)
+
+    def obj_ops(self, obj: dict, kind: str | None, number: int) -> list:
+        """The operations of one event already read as a JSON object (``kind``: its framing's event type,
+        if any); a WebSocket message comes here directly."""
         raise NotImplementedError
 
     def message_ops(self, body: bytes) -> list:

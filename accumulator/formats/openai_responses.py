@@ -21,6 +21,7 @@ from ..warnings import WarningLog
 from .base import (
     JsonDialect,
     RewriteSupport,
+    WebSocketSupport,
     WireFormat,
     as_dict,
     as_int,
@@ -51,9 +52,10 @@ class ResponsesDialect(JsonDialect):
         if event.data == b"[DONE]":  # some clones add one; the terminal event is the end marker
             return []
         obj = self._load(event.data, number)
-        if obj is None:
-            return []
-        kind = as_str(obj.get("type")) or event.type
+        return [] if obj is None else self.obj_ops(obj, event.type, number)
+
+    def obj_ops(self, obj: dict, kind: str | None, number: int) -> list:
+        kind = as_str(obj.get("type")) or kind
         out: list = []
         if kind == "response.function_call_arguments.delta":
             index = self._index(obj)
@@ -256,6 +258,65 @@ def _echoes(request: dict, add_call, add_result) -> None:
             add_result(item["call_id"])
 
 
+# -- over a WebSocket ----------------------------------------------------------------------------------------
+
+
+class ResponsesSession:
+    """Responses over a WebSocket ("WebSocket mode", Codex's transport): each client ``response.create``
+    starts a response (``generate: false``: a prewarm that makes none); the server's events are this
+    module's, one per message, and carry no response id: they belong to the oldest running response of
+    their ``stream_id`` lane (one lane without it: responses in turn). A ``response.create`` that follows
+    a response (``previous_response_id``) answers its calls with ``function_call_output`` items: the
+    client's evidence, and that response's evidence is then in."""
+
+    def __init__(self, connection) -> None:
+        self.connection = connection
+
+    def client(self, obj: dict, number: int) -> None:
+        if obj.get("type") != "response.create":
+            return  # response.steer, response.processed, response.append: nothing to rebuild
+        connection = self.connection
+        lane = obj.get("stream_id") if type(obj.get("stream_id")) is str else None
+        outputs = [
+            item.get("call_id")
+            for item in as_list(obj.get("input"))
+            if type(item) is dict and item.get("type") == "function_call_output"
+        ]
+        previous = obj.get("previous_response_id")
+        answered = connection.answer(outputs, previous) if outputs else []
+        named = connection.named(previous)
+        connection.settle(answered + ([named] if named is not None else []))
+        connection.start(request=obj, lane=lane, prewarm=obj.get("generate") is False)
+
+    def server(self, obj: dict, number: int) -> None:
+        connection = self.connection
+        lane = obj.get("stream_id") if type(obj.get("stream_id")) is str else None
+        kind = obj.get("type")
+        response = connection.oldest(lane)
+        if response is None:
+            if kind == "error" or type(kind) is not str or not kind.startswith("response."):
+                if kind == "error":
+                    connection.warn(
+                        "provider-error",
+                        f"message {number}: provider error with no response running: "
+                        f"{obj.get('error') or obj}",
+                        ws_message=number,
+                        error=obj.get("error") or obj,
+                    )
+                return  # codex.rate_limits and other events of no response
+            response = connection.start(lane=lane)  # its response.create was not seen
+        connection.feed(response, obj)
+        if kind in _TERMINAL or kind == "error":
+            connection.end(response)
+
+
+def _ws_sniff(from_client: bool, obj: dict) -> bool:
+    kind = obj.get("type")
+    if from_client:
+        return kind == "response.create"
+    return kind in ("response.created", "response.queued")
+
+
 def _sniff(event, obj) -> bool:
     if (event.type or "").startswith("response."):
         return True
@@ -283,4 +344,5 @@ FORMAT = WireFormat(
         keys=lambda purpose: ItemKeys(),
         fixups=lambda counts: SequenceNumbers(counts),
     ),
+    websocket=WebSocketSupport(paths=(r"/responses$",), session=ResponsesSession, sniff=_ws_sniff),
 )

@@ -135,7 +135,9 @@ class EventStreamDecoder:
                     self.broken = "an AWS event-stream prelude failed its CRC check"
                     return
                 if self._raw and total > self.max_event_bytes:
-                    self.broken = f"an AWS event-stream frame of {total} bytes is over the {self.max_event_bytes} cap"
+                    self.broken = (
+                        f"an AWS event-stream frame of {total} bytes is over the {self.max_event_bytes} cap"
+                    )
                     return
                 if not _sane(total, headers_len) or zlib.crc32(buf[:8]) != crc:
                     out.append(_BAD_PRELUDE)

@@ -55,7 +55,9 @@ class SseDecoder:
         self._block: list[bytes] = []  # raw mode: the lines of the block in progress, with their ends
         self._block_len = 0
         self.rest = b""  # raw mode: after close(), the bytes of a block that never ended
-        self.broken = None  # SSE can always be read on: no byte stops it (the contract's field, for AWS frames)
+        self.broken = (
+            None  # SSE can always be read on: no byte stops it (the contract's field, for AWS frames)
+        )
         self._data: list[bytes] = []
         self._data_len = 0
         self._type: str | None = None
@@ -94,7 +96,9 @@ class SseDecoder:
                         self._discarding = False
                     elif data:
                         payload = data[0] if len(data) == 1 else b"\n".join(data)
-                        out.append(_new_event(FramedEvent, (self._type, payload, self._last_id, "event", None)))
+                        out.append(
+                            _new_event(FramedEvent, (self._type, payload, self._last_id, "event", None))
+                        )
                     data.clear()
                     self._data_len = 0
                     self._type = None

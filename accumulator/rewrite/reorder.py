@@ -231,7 +231,9 @@ class ContentBlockKeys:
     ``event_of(unit)`` finds the event in a unit and ``kind_of(unit, event)`` its kind; ``index_field`` holds
     the block index."""
 
-    def __init__(self, *, start, delta, stop, is_tool, index_field, kind_of, event_of=None, passing=()) -> None:
+    def __init__(
+        self, *, start, delta, stop, is_tool, index_field, kind_of, event_of=None, passing=()
+    ) -> None:
         self._start, self._delta, self._stop = start, delta, stop
         self._is_tool = is_tool
         self._index_field = index_field

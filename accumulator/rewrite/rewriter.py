@@ -278,7 +278,9 @@ class StreamRewriter:
         units: list = []
         for number, event in enumerate(events, first):
             if len(event.raw) > self.max_event_bytes:
-                self._stop(f"an event of {len(event.raw)} bytes is over the {self.max_event_bytes} cap", units)
+                self._stop(
+                    f"an event of {len(event.raw)} bytes is over the {self.max_event_bytes} cap", units
+                )
                 return
             units += self._step(self._unit(number, event))
         self._commit(units)
