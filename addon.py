@@ -20,23 +20,24 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-import time  # noqa: F401 - tests patch the clock the watches read through this module
+import time  # tests patch the clock the watches read through this module
 from collections.abc import Sequence
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
-from accumulator import analyze_exchange, classify, failure_result, formats
+from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls
 from accumulator.exchange import maybe_llm
-from accumulator.report import summary_line
+from accumulator.report import connection_summary_line, summary_line
 from accumulator.result import add_warnings
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
+from toolcall_lens.websocket import WebSocketWatch
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -47,6 +48,7 @@ __all__ = ["METADATA_KEY", "REDACTED", "RewriteWatch", "StreamWatch", "ToolcallL
 class ToolcallLens:
     def __init__(self) -> None:
         self.watches: dict[str, StreamWatch | RewriteWatch] = {}  # flow id -> its callable, until it ends
+        self.sockets: dict[str, WebSocketWatch] = {}  # flow id -> its WebSocket watch, until it ends
         self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
         # flow id -> its request's echo warnings, until the flow is annotated
         self.echo_warnings: dict[str, list[dict]] = {}
@@ -153,7 +155,46 @@ class ToolcallLens:
             self._finish_stream(flow, watch)
         self.echo_warnings.pop(flow.id, None)
 
+    # -- WebSocket connections (OpenAI Responses WebSocket mode, Realtime, Gemini Live) ---------------------
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        if not self._host_watched(flow):
+            return
+        settings = self._settings()
+        # The upgrade path names the format; else its first messages will (None until then).
+        connection = Connection(
+            formats.websocket_format(flow.request.path), path=flow.request.path, limits=settings.limits
+        )
+        self.sockets[flow.id] = WebSocketWatch(connection, settings.websocket_keep)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        watch = self.sockets.get(flow.id)
+        if watch is None:
+            return
+        messages = flow.websocket.messages
+        settled = watch.message(messages[-1])
+        if watch.keep:
+            watch.trim(messages)
+        if settled:
+            self._annotate_connection(flow, watch, settled)
+        elif watch.ours and self._settings().live_every:
+            now = time.time()
+            if now >= watch.next_progress:
+                watch.next_progress = now + self._settings().live_every
+                self._connection_progress(flow, watch)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        watch = self.sockets.pop(flow.id, None)
+        if watch is None:
+            return
+        ws = flow.websocket
+        closed = {"code": ws.close_code, "reason": ws.close_reason, "by_client": ws.closed_by_client}
+        settled = watch.finish(ws.timestamp_end, closed)
+        if watch.ours:
+            self._annotate_connection(flow, watch, settled, final=True)
+
     def done(self) -> None:
+        self.sockets.clear()
         self.watches.clear()
         self.echo_warnings.clear()
         self._open_export("")
@@ -193,7 +234,7 @@ class ToolcallLens:
     def _classify(self, flow: http.HTTPFlow):
         # The path and content type come first and cost a few string checks: other traffic pays no more.
         response = flow.response
-        if response is None:
+        if response is None or response.status_code == 101:  # a WebSocket upgrade: its own hooks read it
             return None
         content_type = response.headers.get("content-type", "")
         if not maybe_llm(flow.request.path, content_type) or not self._host_watched(flow):
@@ -234,6 +275,57 @@ class ToolcallLens:
         names = [c["name"] or "?" for choice in snapshot["choices"] for c in choice["tool_calls"]]
         flow.comment = (
             f"{snapshot['format']} {snapshot['model'] or '?'}: streaming, {snapshot['events']} events"
+            + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
+        )
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+    def _annotate_connection(
+        self, flow: http.HTTPFlow, watch: WebSocketWatch, settled: list[dict], final: bool = False
+    ) -> None:
+        """A WebSocket flow's record, comment and marker, now that responses were settled (or it ended);
+        one log line and one JSONL record per settled response."""
+        stored = watch.record()
+        flow.metadata.pop("toolcall_lens_live", None)
+        flow.metadata[METADATA_KEY] = stored
+        flow.comment = connection_summary_line(stored)
+        loud = any(
+            w["severity"] == "warning"
+            for item in (*stored["responses"], stored["connection"])
+            for w in item["warnings"]
+        )
+        marker = self._settings().marker
+        if loud and marker:
+            flow.marked = marker
+        for result in settled:
+            self.observed.record(result, flow.id)
+            bad = any(w["severity"] == "warning" for w in result["warnings"])
+            logger.log(
+                logging.WARNING if bad else logging.INFO,
+                "toolcall-lens WebSocket %s response %d: %s",
+                flow.request.pretty_url,
+                result["websocket"]["position"],
+                summary_line(result),
+            )
+            if self.jsonl is not None:
+                try:
+                    self.jsonl.append(record(flow, result))
+                except OSError as exc:
+                    logger.warning("toolcall-lens: cannot append to %s: %s", self.jsonl.path, exc)
+        if not final:
+            ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+    def _connection_progress(self, flow: http.HTTPFlow, watch: WebSocketWatch) -> None:
+        snapshot = watch.connection.snapshot()
+        flow.metadata["toolcall_lens_live"] = snapshot
+        names = [
+            c["name"] or "?"
+            for running in snapshot["running"]
+            for choice in running.get("choices", ())
+            for c in choice["tool_calls"]
+        ]
+        flow.comment = (
+            f"{snapshot['format']} websocket: {snapshot['finished']} response(s) done, "
+            f"{len(snapshot['running'])} running"
             + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
         )
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))

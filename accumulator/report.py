@@ -204,3 +204,23 @@ def _side_by_side(
 
 def _same_call(a: dict, b: dict) -> bool:
     return (a["name"], a["arguments"]) == (b["name"], b["arguments"])
+
+
+def connection_summary_line(record: dict) -> str:
+    """One line for a WebSocket connection's record: its responses, their calls by name, warning codes."""
+    connection, responses = record["connection"], record["responses"]
+    prewarm = sum(1 for r in responses if r["websocket"]["prewarm"])
+    names: dict[str, int] = {}
+    for result in responses:
+        for choice in result["choices"]:
+            for call in choice["tool_calls"]:
+                names[call["name"] or "?"] = names.get(call["name"] or "?", 0) + 1
+    codes = dict.fromkeys(w["code"] for item in (*responses, connection) for w in item["warnings"])
+    line = f"{connection['format'] or '?'} websocket: {connection['responses']} response(s)"
+    if prewarm:
+        line += f" ({prewarm} prewarm)"
+    if names:
+        line += ", calls: " + ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in names.items())
+    if codes:
+        line += "; warnings: " + ", ".join(codes)
+    return line

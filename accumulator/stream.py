@@ -180,8 +180,18 @@ class StreamAccumulator:
 
     def feed_object(self, obj: dict, nbytes: int, now: float | None = None) -> None:
         """One event that came whole and already read as a JSON object (a WebSocket message of
-        ``nbytes``): no decoding, no framing. The format must be given."""
+        ``nbytes``): no decoding, no framing. The format must be given. The bytes cap holds as for a
+        body: past it, events are counted, not read."""
         self._bytes += nbytes
+        if self._stopped:
+            return
+        if self._bytes > self._max_decoded_bytes:
+            self._stop(
+                "decoded-size-cap",
+                f"the response's messages exceeded {self._max_decoded_bytes} bytes; analysis stopped there",
+                limit=self._max_decoded_bytes,
+            )
+            return
         number = self._events = self._events + 1
         if now is not None:
             self._now = now

@@ -37,14 +37,17 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("strategies", Sequence[str], list(STRATEGIES),
      f"Hazard strategies replayed on every stream (default: all: {', '.join(STRATEGIES)})."),
     ("redact", bool, True,
-     ("Replace API keys (Authorization, x-api-key, api-key, x-goog-api-key, ?key=, AWS signatures) "
-      "in stored flows once the request has gone out.")),
+     ("Replace API keys (Authorization, x-api-key, api-key, x-goog-api-key, ?key=, AWS signatures, the "
+      "Realtime key subprotocol) in stored flows once the request has gone out.")),
     ("jsonl", str, "",
      "Append one JSON record per finished LLM flow to this file (result, URL, time, status, duration)."),
     ("live_updates", int, 2,
      "Updates per second of a running LLM stream's flow (mitmweb shows the calls as they grow); 0: none."),
     ("index_size", int, DEFAULT_INDEX_SIZE,
      "Tool calls remembered from recent responses (least recently used out), to check the client's echoes."),
+    ("websocket_keep", int, 1000,
+     ("Messages kept on an LLM WebSocket flow once analysed; older ones are dropped (counted, with a note) "
+      "so that a long connection holds bounded memory. 0: keep every message.")),
     ("stall_seconds", int, 10,
      "A silence between two events of a stream longer than this many seconds gives a 'stalled' note; 0: never."),
 )  # fmt: skip
@@ -70,6 +73,7 @@ class Settings:
     live_every: float  # seconds between live updates of a running stream; 0: none
     index_size: int
     jsonl: str
+    websocket_keep: int
 
 
 def check_names(options) -> None:
@@ -90,7 +94,7 @@ def parse(options) -> Settings:
     """The settings these options give; OptionsError names the first one that is wrong."""
     check_names(options)
     get = lambda name: getattr(options, PREFIX + name)
-    for name in ("body_cap", "live_updates", "index_size", "stall_seconds"):
+    for name in ("body_cap", "live_updates", "index_size", "stall_seconds", "websocket_keep"):
         if get(name) < 0:
             raise exceptions.OptionsError(f"{PREFIX}{name} must be 0 or more")
     for name in ("event_cap", "decoded_cap", "max_calls"):
@@ -124,4 +128,5 @@ def parse(options) -> Settings:
         live_every=1.0 / rate if rate else 0.0,
         index_size=get("index_size"),
         jsonl=get("jsonl"),
+        websocket_keep=get("websocket_keep"),
     )

@@ -15,6 +15,8 @@ SECRET_HEADERS = (
     "x-amz-security-token",
 )
 SECRET_QUERY = ("key", "api-key", "api_key", "X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token")
+# The Realtime API's browser form puts the key in a WebSocket subprotocol: "realtime, openai-insecure-api-key.KEY".
+KEY_PROTOCOLS = ("openai-insecure-api-key.",)
 # ASCII on purpose: mitmdump prints a header's non-ASCII bytes escaped (`\xe2\x80\xa6` for an ellipsis).
 REDACTED = "...[redacted]"
 EARLIER_MARKERS = (REDACTED, "\u2026[redacted]")  # the ellipsis marker of earlier versions, in older dumps
@@ -27,6 +29,9 @@ def redact_credentials(flow: http.HTTPFlow) -> None:
         values = headers.get_all(name)
         if values:
             headers.set_all(name, [mask(value) for value in values])
+    protocols = headers.get_all("sec-websocket-protocol")
+    if protocols and any(prefix in value for value in protocols for prefix in KEY_PROTOCOLS):
+        headers.set_all("sec-websocket-protocol", [_mask_protocols(value) for value in protocols])
     query = flow.request.query
     for name in SECRET_QUERY:
         values = query.get_all(name)
@@ -44,3 +49,13 @@ def mask(value: str) -> str:
         scheme += " "
     keep = min(6, len(secret) // 4)
     return f"{scheme}{secret[:keep]}{REDACTED}"
+
+
+def _mask_protocols(value: str) -> str:
+    """A ``Sec-WebSocket-Protocol`` list with the key of each key-carrying entry masked."""
+    entries = []
+    for entry in value.split(","):
+        name = entry.strip()
+        prefix = next((p for p in KEY_PROTOCOLS if name.startswith(p)), None)
+        entries.append(prefix + mask(name[len(prefix) :]) if prefix else name)
+    return ", ".join(entries)
