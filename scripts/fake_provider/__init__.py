@@ -35,6 +35,7 @@ from .bodies import (
     expected_calls,
     final_response,
     path,
+    payloads,
     request_body,
     sse_body,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "huge_event_pieces",
     "main",
     "path",
+    "payloads",
     "request_body",
     "serve",
     "sse_body",

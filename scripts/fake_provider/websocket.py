@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import NamedTuple
@@ -61,6 +62,17 @@ def ws_options(request: Request, delay: float) -> WsOptions:
     return WsOptions(delay, None if fragment is None else int(fragment), binary, fault, deflate)
 
 
+class FlushingDeflate(PerMessageDeflate):
+    """permessage-deflate that flushes at the end of every frame, so that each fragment of a message carries
+    its own piece compressed (wsproto alone would hold the compressed bytes back until the last frame)."""
+
+    def frame_outbound(self, proto, opcode, rsv, data, fin):
+        rsv, out = super().frame_outbound(proto, opcode, rsv, data, fin)
+        if not fin and self._compressible_opcode(opcode) and self._compressor is not None:
+            out += self._compressor.flush(zlib.Z_SYNC_FLUSH)
+        return rsv, out
+
+
 def is_upgrade(request: Request) -> bool:
     """Whether the request asks to become a WebSocket (RFC 6455 4.1: GET with Upgrade: websocket)."""
     upgrade = [token.lower() for token in split_comma_header(request.headers.get("upgrade", "").encode())]
@@ -78,7 +90,7 @@ def accept(request: Request, deflate: bool) -> tuple[list[tuple[str, str]], list
     connection = [token.lower() for token in split_comma_header(headers.get("connection", "").encode())]
     if "upgrade" not in connection:
         raise Refused(400, "Connection must include Upgrade")
-    supported: list[Extension] = [PerMessageDeflate()] if deflate else []
+    supported: list[Extension] = [FlushingDeflate()] if deflate else []
     offered = split_comma_header(headers.get("sec-websocket-extensions", "").encode())
     agreed = server_extensions_handshake(offered, supported) if supported else None
     fields = [
