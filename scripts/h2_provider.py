@@ -265,7 +265,7 @@ DESCRIPTION = __doc__.rpartition("\n\n")[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = fp.arguments(argv, DESCRIPTION)
+    args = fp.arguments(argv, DESCRIPTION, websocket=False)
     with tempfile.TemporaryDirectory(prefix="h2_provider-") as directory:
         context = _tls_context(*make_certificate(Path(directory)))
         provider = _Provider(args.delay)

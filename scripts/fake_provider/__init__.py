@@ -9,12 +9,20 @@ X-Fake-Framing: length (a Content-Length body instead of chunks), X-Fake-Chunkin
 cut at hostile points, `accumulator.boundaries`, one write per piece), X-Fake-Fault (see FAULTS) with
 X-Fake-Size and X-Fake-Drip-Bytes. GET /health, GET /v1/models, GET /release (lets `gated` streams go on).
 
+WebSocket on the same port (a GET with Upgrade: websocket), by path (WS_PROTOCOLS): OpenAI Responses
+WebSocket mode `…/responses` (the Responses events as text messages; "stream_id" lanes, "generate": false),
+OpenAI Realtime `/v1/realtime?model=SCENARIO`, Gemini Live `…BidiGenerateContent` (binary frames). The
+upgrade request may carry X-Fake-Delay, X-Fake-Fragment (frames of N bytes), X-Fake-Binary, X-Fake-Deflate
+and X-Fake-Fault: ws-garbage|ws-drop; `ws_expected` gives the calls each response carries.
+
     .venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02]
 
 Rooms: scenarios.py (the scripted steps), renderers/ (one module per wire format, the framing helpers),
 bodies.py (a scenario in a format: events, body, expected calls, path, request), wire.py (compression and
 hash headers), faults.py (X-Fake-Fault), request.py (what a request asks for), provider.py (the answers,
-for any HTTP version), server.py (HTTP/1.1 over h11, and the process).
+for any HTTP version), server.py (HTTP/1.1 over h11, and the process); websocket.py (wsproto, the outbox,
+the WebSocket options and faults), ws_responses.py, ws_realtime.py, ws_live.py (one protocol each),
+ws_protocols.py (their table, the hand-over at the upgrade).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from .bodies import (
     expected_calls,
     final_response,
     path,
+    payloads,
     request_body,
     sse_body,
 )
@@ -46,7 +55,9 @@ from .renderers.framing import aws_message
 from .request import MAX_BODY_BYTES, Request
 from .scenarios import SCENARIOS
 from .server import MAX_HEAD_BYTES, Http1Provider, arguments, main, serve
+from .websocket import WS_FAULTS
 from .wire import ENCODINGS
+from .ws_protocols import WS_PROTOCOLS, WS_SCENARIOS, ws_expected
 
 __all__ = [
     "ENCODINGS",
@@ -60,6 +71,9 @@ __all__ = [
     "MAX_HEAD_BYTES",
     "RATE_LIMITED",
     "SCENARIOS",
+    "WS_FAULTS",
+    "WS_PROTOCOLS",
+    "WS_SCENARIOS",
     "Http1Provider",
     "Provider",
     "Request",
@@ -77,7 +91,9 @@ __all__ = [
     "huge_event_pieces",
     "main",
     "path",
+    "payloads",
     "request_body",
     "serve",
     "sse_body",
+    "ws_expected",
 ]

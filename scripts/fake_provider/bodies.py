@@ -52,6 +52,15 @@ def events(format: str, scenario: str, *, gemini_sse: bool = True, cut: bool = F
     return framed[: rendered.marks[cut_after - 1]] if cut and cut_after else framed
 
 
+def payloads(format: str, scenario: str, *, cut: bool = False) -> tuple[dict, ...]:
+    """The events' JSON objects, unframed, in order (what the WebSocket protocols send, a message each);
+    with cut, as `events` cuts them."""
+    rendered = _rendered(format, scenario)
+    out = tuple(payload for _, payload in rendered.out)
+    cut_after = SCRIPTS[scenario].get("cut_after")
+    return out[: rendered.marks[cut_after - 1]] if cut and cut_after else out
+
+
 def body(format: str, scenario: str, *, gemini_sse: bool = True) -> bytes:
     """The scenario's full body in that format, uncompressed, as sent when nothing cuts it short."""
     return b"".join(events(format, scenario, gemini_sse=gemini_sse))

@@ -120,7 +120,43 @@ SCRIPTS: dict[str, dict[str, Any]] = {
 
 SCENARIOS: tuple[str, ...] = tuple(SCRIPTS)
 
+# Scenarios only a WebSocket protocol serves (ws_protocols.py says which), kept apart from SCRIPTS so the
+# HTTP formats, /v1/models and their tests never meet them. Keys as above, plus:
+#   cancel_after  steps sent before the response is cancelled as a client's response.cancel would
+#   audio         text steps are spoken: audio deltas with a transcript (Realtime)
+#   cancel_first  the first call is cancelled by a toolCallCancellation after the toolCall (Gemini Live)
+WS_SCRIPTS: dict[str, dict[str, Any]] = {
+    "realtime-cancel": {
+        "about": "interleaved, cancelled after each call's first delta (response.done status cancelled)",
+        "steps": _INTERLEAVED,
+        "cancel_after": 4,
+        "only": "openai-realtime",
+    },
+    "realtime-audio": {
+        "about": "spoken text (audio deltas and their transcript), then a tool call",
+        "steps": (
+            *_each("text", "Let me check ", "the weather ", "in Paris."),
+            _call(0, "a1", "get_weather"),
+            _args(0, '{"city": '),
+            _args(0, '"Paris"}'),
+        ),
+        "audio": True,
+        "only": "openai-realtime",
+    },
+    "live-cancel": {
+        "about": "interleaved's two calls in one toolCall, then a toolCallCancellation of the first",
+        "steps": _INTERLEAVED,
+        "cancel_first": True,
+        "only": "gemini-live",
+    },
+}
+
+
+def script(name: str) -> dict[str, Any]:
+    """The script of any scenario, HTTP or WebSocket-only."""
+    return SCRIPTS[name] if name in SCRIPTS else WS_SCRIPTS[name]
+
 
 def served_by(name: str, fmt: str) -> bool:
     """Whether the format serves the scenario (a few are one format's quirk)."""
-    return SCRIPTS[name].get("only", fmt) == fmt
+    return script(name).get("only", fmt) == fmt

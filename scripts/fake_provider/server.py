@@ -1,5 +1,6 @@
 """HTTP/1.1 over h11, and the process around a provider: one task a connection, its requests answered in
-turn while the connection stays reusable; `serve` listens until SIGTERM or SIGINT and says where it listens.
+turn while the connection stays reusable, or handed over to WebSocket at an upgrade (ws_protocols.py);
+`serve` listens until SIGTERM or SIGINT and says where it listens.
 
 .venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02]
 """
@@ -18,6 +19,8 @@ import h11
 from .provider import Provider, Transport
 from .request import MAX_BODY_BYTES, Request
 from .usage import epilog
+from .websocket import is_upgrade
+from .ws_protocols import serve_websocket
 
 DESCRIPTION = "A local LLM provider in every wire format: scripted tool-call streams over real HTTP/1.1."
 MAX_HEAD_BYTES = 64 * 1024
@@ -37,6 +40,7 @@ _REASONS = {
 }
 
 Answer = Callable[[Request, "Http1Transport"], Awaitable[None]]
+Upgrade = Callable[[Request, "Http1Transport"], Awaitable[None]]
 
 
 class BadRequest(Exception):
@@ -113,6 +117,14 @@ class Http1Transport(Transport):
         # end early when the connection closes, which it does as the exchange is left unfinished.
         pass
 
+    async def switch_protocols(self, headers: list[tuple[str, str]]) -> bytes:
+        """Send the 101 to an upgrade request; the bytes the client sent after its request (h11 keeps
+        them), which belong to the new protocol."""
+        response = h11.InformationalResponse(status_code=101, headers=headers, reason="Switching Protocols")
+        await self._put(response)
+        data, _closed = self.h11.trailing_data
+        return bytes(data)
+
     async def refuse(self, exc: BadRequest) -> None:
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(ConnectionError, h11.LocalProtocolError):
@@ -125,14 +137,19 @@ async def serve_connection(
     answer: Answer,
     connections: set[asyncio.Task],
     server: str = "fake_provider",
+    upgrade: Upgrade | None = None,
 ) -> None:
-    """Answer the connection's requests in turn until one leaves it unusable or the client goes away."""
+    """Answer the connection's requests in turn until one leaves it unusable or the client goes away; a
+    WebSocket upgrade request, when ``upgrade`` is given, gets the connection for good."""
     task = asyncio.current_task()
     assert task is not None
     connections.add(task)
     transport = Http1Transport(reader, writer, server)
     try:
         while (request := await transport.next_request()) is not None:
+            if upgrade is not None and is_upgrade(request):
+                await upgrade(request, transport)
+                return
             await answer(request, transport)
             if not transport.reusable():
                 return
@@ -153,10 +170,13 @@ async def serve_connection(
 
 
 class Http1Provider(Provider):
-    """The fake provider over HTTP/1.1."""
+    """The fake provider over HTTP/1.1, and WebSocket on the same port."""
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, self.answer, self.connections)
+        await serve_connection(reader, writer, self.answer, self.connections, upgrade=self.websocket)
+
+    async def websocket(self, request: Request, transport: Http1Transport) -> None:
+        await serve_websocket(request, transport, self.delay, self.gates)
 
 
 async def serve(provider, name: str, scheme: str, host: str, port: int, **server_options) -> int:
@@ -186,11 +206,14 @@ async def serve(provider, name: str, scheme: str, host: str, port: int, **server
     return 0
 
 
-def arguments(argv: list[str] | None, description: str) -> argparse.Namespace:
+def arguments(argv: list[str] | None, description: str, *, websocket: bool = True) -> argparse.Namespace:
     """--host, --port and --delay, as both providers take them; --help also lists what a request can ask
-    for (usage.py). The description is printed as written, paragraphs and all."""
+    for (usage.py), WebSocket included unless the provider serves none. The description is printed as
+    written, paragraphs and all."""
     parser = argparse.ArgumentParser(
-        description=description, epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description,
+        epilog=epilog(websocket),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")

@@ -1,6 +1,7 @@
 """The providers' `--help`, run as the docs run them: every format, scenario, X-Fake-* header (with its
-values) and fault is listed, read from the package's own tables so the test cannot drift from them; and
-h2_provider.py's help is its whole description, saying what its clients need."""
+values) and fault is listed, and (fake_provider only) every WebSocket protocol with its scenarios, read
+from the package's own tables so the test cannot drift from them; and h2_provider.py's help is its whole
+description, saying what its clients need."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import sys
 import fake_provider as fp
 import pytest
 from fake_provider.faults import CHUNKINGS, FAULT_HELP, FRAMINGS
-from fake_provider.scenarios import SCRIPTS
-from fake_provider.usage import REQUEST_HEADERS, epilog
+from fake_provider.scenarios import SCRIPTS, WS_SCRIPTS
+from fake_provider.usage import REQUEST_HEADERS, WS_REQUEST_HEADERS, epilog
+from fake_provider.websocket import WS_FAULT_HELP, WS_FAULTS
+from fake_provider.ws_protocols import WS_PROTOCOLS
 from streams import ROOT
 
 SCRIPTS_DIR = ROOT / "scripts"
@@ -59,7 +62,7 @@ def entries(text: str) -> dict[str, str]:
     return found
 
 
-def assert_lists_what_a_request_can_ask_for(text: str) -> None:
+def assert_lists_what_a_request_can_ask_for(text: str, websocket: bool = True) -> None:
     listed = entries(text)
     for fmt in fp.FORMATS:
         assert fmt in listed, fmt
@@ -74,13 +77,31 @@ def assert_lists_what_a_request_can_ask_for(text: str) -> None:
         assert set(HEADER_VALUES.get(header, ())) <= set(values), (header, values)
     for fault, meaning in FAULT_HELP.items():
         assert listed[fault] == words(meaning)
+    if websocket:
+        assert_lists_the_websocket_protocols(listed)
+    else:
+        assert not set(listed) & ({*WS_PROTOCOLS, *WS_SCRIPTS, *WS_FAULTS} - set(fp.FORMATS))
+
+
+def assert_lists_the_websocket_protocols(listed: dict[str, str]) -> None:
+    for header in WS_REQUEST_HEADERS:
+        assert any(key.startswith(header + ": ") for key in listed), header
+    [fault_key] = [key for key in listed if key.startswith("X-Fake-Fault: ")]
+    assert set(WS_FAULTS) <= set(fault_key.partition(": ")[2].split("|"))
+    for fault, meaning in WS_FAULT_HELP.items():
+        assert listed[fault] == words(meaning)
+    for protocol in WS_PROTOCOLS.values():
+        listed_scenarios = listed[protocol.name].rpartition("scenarios: ")[2].split(", ")
+        assert listed_scenarios == list(protocol.scenarios), protocol.name
+    for name, script in WS_SCRIPTS.items():
+        assert words(script["about"]) in listed[name] and script["only"] in listed[name]
 
 
 def test_the_header_table_names_every_header_the_provider_reads():
     # Headers are read by their lower-case names; the help's table must hold each one.
     sources = [*(SCRIPTS_DIR / "fake_provider").rglob("*.py"), SCRIPTS_DIR / "h2_provider.py"]
     read = {name for path in sources for name in re.findall(r"[\"'](x-fake-[a-z-]+)[\"']", path.read_text())}
-    assert read and read == {header.lower() for header in REQUEST_HEADERS}
+    assert read and read == {header.lower() for header in (*REQUEST_HEADERS, *WS_REQUEST_HEADERS)}
 
 
 def test_the_check_can_fail():
@@ -90,7 +111,7 @@ def test_the_check_can_fail():
         "X-Fake-Delay: SECONDS": "meaning",
     }
     assert_lists_what_a_request_can_ask_for(text)
-    for missing in ("  gated ", "  index-collision ", "|zstd", "  json-429 "):
+    for missing in ("  gated ", "  index-collision ", "|zstd", "  json-429 ", "  ws-drop ", ", live-cancel"):
         start = text.index(missing)
         with pytest.raises((AssertionError, KeyError, ValueError)):
             assert_lists_what_a_request_can_ask_for(text[:start] + text[start + len(missing) :])
@@ -111,4 +132,4 @@ def test_h2_provider_help_is_whole_and_says_its_clients_need_http2():
         assert words(paragraph) in words(text)
     for needed in ("HTTP/2", "ALPN", "self-signed", "--ssl-insecure"):
         assert needed in text
-    assert_lists_what_a_request_can_ask_for(text)
+    assert_lists_what_a_request_can_ask_for(text, websocket=False)

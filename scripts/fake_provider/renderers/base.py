@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..scenarios import SCRIPTS
+from ..scenarios import script
 
 # A fixed timestamp and fixed ids keep every body byte-identical, so X-Body-SHA256 is stable across runs.
 CREATED = 1767225600
@@ -79,7 +79,7 @@ class Render:
     error_event: str | None = None
 
     def __init__(self, wire: WireFormat, name: str) -> None:
-        self.wire, self.name, self.script = wire, name, SCRIPTS[name]
+        self.wire, self.name, self.script = wire, name, script(name)
         self.out: list[tuple[str | None, dict]] = []
         self.blocks: list[Block] = []
         self.marks: list[int] = []  # len(out) after each step
