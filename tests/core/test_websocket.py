@@ -309,7 +309,7 @@ def test_a_realtime_response_done_as_cancelled_is_not_complete():
             output_index=0,
             call_id="k1",
             arguments='{"par',
-        )  # fmt: skip
+        )
     )
     done = {
         "id": "R1",
