@@ -30,7 +30,7 @@ from mitmproxy import types as mtypes
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls
 from accumulator.exchange import maybe_llm
-from accumulator.report import connection_summary_line, summary_line
+from accumulator.report import summary_line
 from accumulator.result import add_warnings
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
@@ -191,7 +191,7 @@ class ToolcallLens:
         closed = {"code": ws.close_code, "reason": ws.close_reason, "by_client": ws.closed_by_client}
         settled = watch.finish(ws.timestamp_end, closed)
         if watch.ours:
-            self._annotate_connection(flow, watch, settled, final=True)
+            self._annotate_connection(flow, watch, settled)
 
     def done(self) -> None:
         self.sockets.clear()
@@ -279,22 +279,15 @@ class ToolcallLens:
         )
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
-    def _annotate_connection(
-        self, flow: http.HTTPFlow, watch: WebSocketWatch, settled: list[dict], final: bool = False
-    ) -> None:
+    def _annotate_connection(self, flow: http.HTTPFlow, watch: WebSocketWatch, settled: list[dict]) -> None:
         """A WebSocket flow's record, comment and marker, now that responses were settled (or it ended);
         one log line and one JSONL record per settled response."""
-        stored = watch.record()
+        watch.refresh(settled)
         flow.metadata.pop("toolcall_lens_live", None)
-        flow.metadata[METADATA_KEY] = stored
-        flow.comment = connection_summary_line(stored)
-        loud = any(
-            w["severity"] == "warning"
-            for item in (*stored["responses"], stored["connection"])
-            for w in item["warnings"]
-        )
+        flow.metadata[METADATA_KEY] = watch.record
+        flow.comment = watch.comment()
         marker = self._settings().marker
-        if loud and marker:
+        if watch.loud and marker:
             flow.marked = marker
         for result in settled:
             self.observed.record(result, flow.id)
@@ -311,8 +304,7 @@ class ToolcallLens:
                     self.jsonl.append(record(flow, result))
                 except OSError as exc:
                     logger.warning("toolcall-lens: cannot append to %s: %s", self.jsonl.path, exc)
-        if not final:
-            ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+        # No UpdateHook here: mitmproxy sends one after every websocket hook (its addon manager).
 
     def _connection_progress(self, flow: http.HTTPFlow, watch: WebSocketWatch) -> None:
         snapshot = watch.connection.snapshot()
@@ -328,7 +320,6 @@ class ToolcallLens:
             f"{len(snapshot['running'])} running"
             + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
         )
-        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
 
     def _link_earlier_flows(self, flow: http.HTTPFlow, found: list[dict]) -> None:
         """Give each earlier flow whose calls were echoed wrong a back-reference, while it is in the view."""

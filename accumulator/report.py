@@ -206,21 +206,46 @@ def _same_call(a: dict, b: dict) -> bool:
     return (a["name"], a["arguments"]) == (b["name"], b["arguments"])
 
 
-def connection_summary_line(record: dict) -> str:
-    """One line for a WebSocket connection's record: its responses, their calls by name, warning codes."""
-    connection, responses = record["connection"], record["responses"]
-    prewarm = sum(1 for r in responses if r["websocket"]["prewarm"])
-    names: dict[str, int] = {}
-    for result in responses:
+class ConnectionTally:
+    """What a WebSocket connection's one-line summary says, kept up to date one settled response at a
+    time (a long connection costs the same per response however many came before)."""
+
+    __slots__ = ("codes", "loud", "names", "prewarm")
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}  # call name -> calls
+        self.codes: dict[str, None] = {}  # warning codes, in order of first appearance
+        self.prewarm = 0
+        self.loud = False  # a warning of severity "warning" came
+
+    def add(self, result: dict) -> None:
+        self.prewarm += bool(result.get("websocket", {}).get("prewarm"))
         for choice in result["choices"]:
             for call in choice["tool_calls"]:
-                names[call["name"] or "?"] = names.get(call["name"] or "?", 0) + 1
-    codes = dict.fromkeys(w["code"] for item in (*responses, connection) for w in item["warnings"])
-    line = f"{connection['format'] or '?'} websocket: {connection['responses']} response(s)"
-    if prewarm:
-        line += f" ({prewarm} prewarm)"
-    if names:
-        line += ", calls: " + ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in names.items())
-    if codes:
-        line += "; warnings: " + ", ".join(codes)
-    return line
+                name = call["name"] or "?"
+                self.names[name] = self.names.get(name, 0) + 1
+        self.add_warnings(result["warnings"])
+
+    def add_warnings(self, warnings: list[dict]) -> None:
+        for warning in warnings:
+            self.codes[warning["code"]] = None
+            self.loud = self.loud or warning["severity"] == "warning"
+
+    def line(self, format: str | None, responses: int) -> str:
+        line = f"{format or '?'} websocket: {responses} response(s)"
+        if self.prewarm:
+            line += f" ({self.prewarm} prewarm)"
+        if self.names:
+            line += ", calls: " + ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in self.names.items())
+        if self.codes:
+            line += "; warnings: " + ", ".join(self.codes)
+        return line
+
+
+def connection_summary_line(record: dict) -> str:
+    """One line for a WebSocket connection's record: its responses, their calls by name, warning codes."""
+    tally = ConnectionTally()
+    for result in record["responses"]:
+        tally.add(result)
+    tally.add_warnings(record["connection"]["warnings"])
+    return tally.line(record["connection"]["format"], record["connection"]["responses"])

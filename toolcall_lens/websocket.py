@@ -5,7 +5,10 @@ keep flowing unchanged and the failure is recorded on the flow."""
 
 from __future__ import annotations
 
-from accumulator import Connection, connection_result
+import copy
+
+from accumulator import Connection
+from accumulator.report import ConnectionTally
 
 from .watch import describe
 
@@ -13,7 +16,7 @@ from .watch import describe
 class WebSocketWatch:
     """``message(msg)`` per message (returns the results it settled); ``finish(...)`` at the end."""
 
-    __slots__ = ("closed", "connection", "failure", "keep", "next_progress", "trimmed")
+    __slots__ = ("closed", "connection", "failure", "keep", "next_progress", "record", "tally", "trimmed")
 
     def __init__(self, connection: Connection, keep: int) -> None:
         self.connection = connection
@@ -22,6 +25,10 @@ class WebSocketWatch:
         self.failure: str | None = None
         self.closed: dict | None = None
         self.next_progress = 0.0
+        self.tally = ConnectionTally()  # the comment's figures, one settled response at a time
+        # What the flow stores (CONNECTION_SCHEMA): the connection's own list of results, shared, not
+        # copied; the summary is refreshed by ``refresh``.
+        self.record = {"transport": "websocket", "connection": {}, "responses": connection.results}
 
     @property
     def ours(self) -> bool:
@@ -65,12 +72,29 @@ class WebSocketWatch:
             self._failed(exc)
             return []
 
-    def record(self) -> dict:
-        """What the flow stores (``CONNECTION_SCHEMA``)."""
-        record = connection_result(self.connection)
-        record["connection"]["trimmed"] = self.trimmed
-        record["connection"]["closed"] = self.closed
-        return record
+    def refresh(self, settled: list[dict]) -> None:
+        """The record and the tally brought up to date with these newly settled results."""
+        for result in settled:
+            self.tally.add(result)
+        summary = self.connection.summary()
+        summary["trimmed"] = self.trimmed
+        summary["closed"] = self.closed
+        self.record["connection"] = summary
+
+    def comment(self) -> str:
+        connection = self.record["connection"]
+        tally = self.tally
+        if connection["warnings"]:  # the connection's own, few: counted afresh
+            tally = copy.copy(tally)
+            tally.codes = dict(tally.codes)
+            tally.add_warnings(connection["warnings"])
+        return tally.line(connection["format"], connection["responses"])
+
+    @property
+    def loud(self) -> bool:
+        return self.tally.loud or any(
+            w["severity"] == "warning" for w in self.record["connection"]["warnings"]
+        )
 
     def _failed(self, exc: BaseException) -> None:
         self.failure = describe(exc)

@@ -14,12 +14,16 @@ from .rewrite import bench_rewrite
 from .soak import bench_soak
 from .targets import print_targets
 from .upstream import serve_upstream
+from .websocket import bench_websocket
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=bench.__doc__.splitlines()[0])
     parser.add_argument(
-        "mode", nargs="?", default="core", choices=("core", "proxy", "rewrite", "soak", "all", "_upstream")
+        "mode",
+        nargs="?",
+        default="core",
+        choices=("core", "proxy", "rewrite", "soak", "websocket", "all", "_upstream"),
     )
     parser.add_argument(
         "--quick", action="store_true", help="small everything: a smoke run, figures are noise"
@@ -44,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_rewrite(args)
     if args.mode in ("soak", "all"):
         bench_soak(args)
+    if args.mode in ("websocket", "all"):
+        bench_websocket(args)
     print_targets()
     print(f"\ntotal time: {time.perf_counter() - start:.0f} s")
     return 0

@@ -70,6 +70,12 @@ def print_targets() -> None:
         )
     else:
         add("through mitmdump: < 1 ms added per event at p99", "-", None)
+    websocket = FINDINGS.get("websocket")
+    add(
+        "WebSocket: messages/s with the addon >= 90% of the same mitmdump without it",
+        f"{websocket * 100:.0f}%" if websocket else "-",
+        websocket >= 0.9 if websocket else None,
+    )
     memory = FINDINGS.get("memory")
     if memory:
         for key, label in (("identity", "identity"), ("every", "every strategy")):
