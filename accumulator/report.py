@@ -78,6 +78,9 @@ def format_report(result: dict, title: str | None = None) -> str:
             facts.append(f"{timing['events_per_second']:.1f} events/s")
         whence = (result.get("source") or {}).get("timing")
         lines.append(("timing: " if not whence else f"timing ({whence}): ") + ", ".join(facts))
+    websocket = result.get("websocket")
+    if websocket:
+        lines.append(_websocket_line(websocket))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     rewrite = result.get("rewrite")
@@ -95,6 +98,26 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def _websocket_line(websocket: dict) -> str:
+    """Where a response sat on its WebSocket connection, and what the client's later messages said."""
+    facts = [
+        f"response {websocket['position']}, messages {websocket['first_message']} to {websocket['last_message']}"
+    ]
+    if websocket.get("lane") is not None:
+        facts.append(f"lane {websocket['lane']}")
+    if websocket.get("prewarm"):
+        facts.append("prewarm")
+    if websocket.get("status"):
+        facts.append(f"ended {websocket['status']}")
+    if websocket.get("audio_bytes"):
+        facts.append(f"{websocket['audio_bytes']} bytes of audio")
+    evidence = websocket.get("evidence")
+    if evidence:
+        said = [f"{kind} {', '.join(ids)}" for kind, ids in evidence.items() if ids]
+        facts.append("the client: " + ("; ".join(said) or "nothing"))
+    return "websocket: " + ", ".join(facts)
 
 
 def _said(result: dict, error: dict) -> str:
@@ -204,3 +227,48 @@ def _side_by_side(
 
 def _same_call(a: dict, b: dict) -> bool:
     return (a["name"], a["arguments"]) == (b["name"], b["arguments"])
+
+
+def results_of(value) -> list[dict]:
+    """The results a front door stored for one flow (``flow.metadata["toolcall_lens"]``): an HTTP flow's
+    one result, or each response of a WebSocket connection's record; [] for anything else."""
+    if type(value) is not dict:
+        return []
+    if value.get("transport") == "websocket":
+        return [r for r in value.get("responses") or () if type(r) is dict]
+    return [value]
+
+
+def connection_summary_line(record: dict) -> str:
+    """One line for a WebSocket flow's comment: format, responses, calls by name (counted), warnings."""
+    connection = record.get("connection") or {}
+    results = results_of(record)
+    started = connection.get("responses", len(results))
+    head = f"{connection.get('format') or '?'} websocket: {started} response{'s' if started != 1 else ''}"
+    notes = [
+        f"{count} {label}"
+        for count, label in (
+            (sum(1 for r in results if (r.get("websocket") or {}).get("prewarm")), "prewarm"),
+            (sum(1 for r in results if not r["complete"]), "incomplete"),
+            (connection.get("results_dropped") or 0, "dropped"),
+        )
+        if count
+    ]
+    if notes:
+        head += f" ({', '.join(notes)})"
+    counts: dict[str, int] = {}
+    for result in results:
+        for choice in result["choices"]:
+            for call in choice["tool_calls"]:
+                counts[call["name"] or "?"] = counts.get(call["name"] or "?", 0) + 1
+    calls = ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in counts.items())
+    parts = [f"{head}, calls: {calls or '-'}"]
+    warnings = [*connection.get("warnings", ()), *(w for r in results for w in r["warnings"])]
+    for severity in ("warning", "info"):
+        codes = list(dict.fromkeys(w["code"] for w in warnings if w.get("severity") == severity))
+        if codes:
+            parts.append(f"{severity}: {', '.join(codes)}")
+    closed = connection.get("closed")
+    if type(closed) is dict and closed.get("code") not in (None, 1000, 1005):  # not a normal closure
+        parts.append(f"closed {closed.get('code')} by {'client' if closed.get('by_client') else 'server'}")
+    return " | ".join(parts)
