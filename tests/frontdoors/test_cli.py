@@ -602,3 +602,20 @@ def test_ndjson_streams_are_not_taken_for_captures(tmp_path, capsys):
     assert main([str(path), "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["format"] == "ollama-chat" and "websocket" not in result
+
+
+def test_a_captures_first_line_names_the_connection_and_so_its_format(tmp_path, capsys):
+    from websocket_messages import capture
+
+    # Keep-alives first: too many for the messages to tell the format; the upgrade URL still does.
+    lines = capture("openai-realtime", timestamps=False).splitlines()
+    lines[1:1] = [json.dumps({"from_client": False, "text": '{"type": "keepalive"}'})] * 10
+    path = tmp_path / "capture.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main([str(path), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "openai-realtime" and result["websocket"]["first_message"] == 14
+    assert result["source"]["url"] == "wss://api.example.com/v1/realtime?model=gpt-realtime"
+    path.write_text("\n".join(lines[1:]) + "\n")  # without it, the connection is given up on
+    assert main([str(path)]) == 2
+    assert "no LLM response in its 18 WebSocket message(s)" in capsys.readouterr().err
