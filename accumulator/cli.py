@@ -1,7 +1,8 @@
 """``toolcall-lens FILE...``: reconstruct the tool calls of captured responses.
 
-A FILE is a raw response body as captured from the wire, or a mitmproxy dump (``mitmdump -w FILE``):
-one result per LLM flow in it. Exit status: 0 when no result has a warning of severity "warning", 1 when
+A FILE is a raw response body as captured from the wire, a mitmproxy dump (``mitmdump -w FILE``): one
+result per LLM flow in it, one per response of a WebSocket flow; or a WebSocket capture, JSON lines of
+messages (``{"from_client": true, "text": "..."}``): one result per response. Exit status: 0 when no result has a warning of severity "warning", 1 when
 one has, 2 on a usage or input error (nothing is analysed then).
 
 ``--inject``/``--repair`` with ``--output OUT`` rewrite one raw stream as the proxy would (a hostile
@@ -11,11 +12,15 @@ fixture for a client's own tests, or a repaired one), write it to OUT and report
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import copy
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -24,10 +29,11 @@ from .echo import ObservedCalls
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import Limits
-from .report import format_report
+from .report import format_report, results_of
 from .result import add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
+from .websocket import Connection
 
 _CHUNK = 64 * 1024
 # mitmproxy dumps are tnetstrings: a length, a colon, then the flow (a dict). No response body starts so.
@@ -51,6 +57,30 @@ class Job:
     stamps: tuple | None = None  # a dump flow's timestamps: request end, response start and end
 
 
+@dataclass
+class BadLine:
+    """A line of a WebSocket capture that is no message: a warning where it stood."""
+
+    number: int
+    reason: str
+
+
+@dataclass
+class ConnectionJob:
+    """One WebSocket connection: a dump's WebSocket flow, or a capture of messages. One result per response."""
+
+    title: str
+    source: dict
+    # (from_client, content, is_text, timestamp), or a BadLine, in order
+    messages: list = field(default_factory=list)
+    format: str | None = None
+    path: str = ""
+    end: float | None = None  # when the connection closed, if known
+    recorded: dict | None = None  # a dump flow's connection as the addon recorded it live, if it ran
+    trimmed: int = 0  # messages the addon dropped from the front of the stored flow
+    started: float | None = None  # the flow's request time: a response's time when its messages are gone
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="toolcall-lens",
@@ -63,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} instead of a report')
     parser.add_argument("--request", metavar="REQUEST.json", help="the request body (declared tools)")
     parser.add_argument(
-        "--format", choices=sorted(formats.FORMATS), help="the wire format of raw bodies (default: detected)"
+        "--format",
+        choices=sorted({*formats.FORMATS, *formats.WEBSOCKET_FORMATS}),
+        help="the wire format of raw bodies or of a WebSocket capture (default: detected)",
     )
     parser.add_argument(
         "--strategies",
@@ -98,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
     # Every file that can be read is analysed; one that cannot is reported, and the exit status says so.
-    jobs: list[Job] = []
+    jobs: list[Job | ConnectionJob] = []
     failures: list[dict] = []
     for path in args.files:
         try:
@@ -119,20 +151,27 @@ def main(argv: list[str] | None = None) -> int:
     # the calls of the responses before it, as the addon does live.
     observed = ObservedCalls()
     limits = Limits(strategies=args.strategies)
-    done = []
+    done: list[tuple[str, dict]] = []  # (title, result)
     for job in jobs:
+        if isinstance(job, ConnectionJob):
+            try:
+                done += _run_connection(job, limits)
+            except InputError as exc:
+                print(f"toolcall-lens: {exc}", file=sys.stderr)
+                failures.append({"source": {"file": job.source["file"]}, "error": str(exc)})
+            continue
         result = _run(job, limits)
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
         if job.echo_request is not None:
             add_warnings(result, observed.check(job.echo_request, job.exchange.format))
             observed.record(result, job.source["flow_id"])
-        done.append((job, result))
+        done.append((job.title, result))
     results = [result for _, result in done]
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results + failures}) + b"\n")
     elif done:
-        print("\n\n".join(format_report(result, job.title) for job, result in done))
+        print("\n\n".join(format_report(result, title) for title, result in done))
     sys.stdout.flush()
     if failures:
         return 2
@@ -157,9 +196,14 @@ def _names(known: tuple[str, ...]):
     return parse
 
 
-def _rewrite(jobs: list[Job], inject: tuple, repair: tuple, output: str) -> Job:
+def _rewrite(jobs: list, inject: tuple, repair: tuple, output: str) -> Job:
     """The one raw stream, rewritten as the proxy would and written to ``output``: the job of what it holds."""
-    if len(jobs) != 1 or not jobs[0].exchange.streamed or "flow_id" in jobs[0].source:
+    if (
+        len(jobs) != 1
+        or isinstance(jobs[0], ConnectionJob)
+        or not jobs[0].exchange.streamed
+        or "flow_id" in jobs[0].source
+    ):
         raise InputError("--inject/--repair rewrite one raw streamed body (not a dump, not a JSON response)")
     job = jobs[0]
     rewriter = StreamRewriter(job.exchange.format, inject=inject, repair=repair, encoding=job.encoding)
@@ -224,6 +268,81 @@ def _recorded(flow) -> dict | None:
     return recorded if type(recorded) is dict else None
 
 
+def _run_connection(job: ConnectionJob, limits: Limits) -> list[tuple[str, dict]]:
+    """One WebSocket connection's results, one per response, each with its source and title.
+
+    A dump's flow is re-analysed from its stored messages, whose timestamps are the clock (the same
+    analysis the addon made live, under this run's strategies); when the addon trimmed messages from the
+    stored flow, what is left cannot rebuild the responses, and the addon's record is shown as it is."""
+    trimmed = job.trimmed if job.recorded is not None else 0
+    if trimmed:
+        results = [copy.deepcopy(r) for r in results_of(job.recorded)]
+        whence = (
+            f"recorded live by the addon, as it is: {trimmed} message(s) were trimmed from the stored flow, "
+            "too few are left to re-analyse"
+        )
+    else:
+        connection = Connection(job.format, path=job.path, limits=limits)
+        for item in job.messages:
+            if isinstance(item, BadLine):
+                # On the response running, else the connection's own: moved to a result below.
+                connection.warn(
+                    "malformed-event",
+                    f"line {item.number} of {job.source['file']} is no message: {item.reason}",
+                    line=item.number,
+                    ws_message=connection.number,
+                )
+            else:
+                from_client, content, is_text, timestamp = item
+                connection.message(from_client, content, is_text, now=timestamp)
+        connection.finish(job.end)
+        results = sorted(connection.results, key=lambda r: r["websocket"]["position"])
+        _place_connection_warnings(results, connection.summary()["warnings"])
+        whence = (
+            "re-computed from the stored messages, their timestamps the clock"
+            if "flow_id" in job.source
+            else None
+        )
+        if not results:
+            if "flow_id" not in job.source:
+                said = "; ".join(w["message"] for w in connection.summary()["warnings"][:3])
+                raise InputError(
+                    f"{job.source['file']}: no LLM response in its {connection.number} WebSocket message(s)"
+                    + (f" ({said})" if said else "")
+                )
+            if connection.format is not None:
+                print(
+                    f"toolcall-lens: {job.title}: no response on this {connection.format} WebSocket "
+                    f"({connection.number} stored message(s))",
+                    file=sys.stderr,
+                )
+    stored = [m for m in job.messages if not isinstance(m, BadLine)]
+    out = []
+    for result in results:
+        position = result["websocket"]["position"]
+        source = {**job.source, "position": position}
+        number = result["websocket"]["first_message"] - trimmed
+        stamp = stored[number - 1][3] if 0 < number <= len(stored) else None
+        if "flow_id" in job.source:
+            source["time"] = _iso(stamp if stamp is not None else job.started)
+        if whence is not None:
+            source["timing"] = whence
+        title = job.title + (f" at {_clock(stamp)}" if stamp is not None else "")
+        out.append((f"{title}, response {position}", {**result, "source": source}))
+    return out
+
+
+def _place_connection_warnings(results: list[dict], warnings: list[dict]) -> None:
+    """Warnings of no response (a bad message while none ran) go on the result of the response that came
+    next, else the last one: the CLI prints results, not the connection."""
+    if not results:
+        return
+    for warning in warnings:
+        after = warning.get("ws_message") or 0
+        target = next((r for r in results if r["websocket"]["first_message"] > after), results[-1])
+        add_warnings(target, [warning])
+
+
 def _timing_from_the_flow(result: dict, job: Job, source: dict) -> None:
     """A dump's stream: the analysis is re-computed from the stored body, which has no clock; the timing
     the addon measured live is kept (with each call's times, and its stall notes), or else what the flow's
@@ -283,16 +402,89 @@ def _read_request(path: str) -> dict:
     return request
 
 
-def _jobs(path: str, format: str | None, request: dict | None) -> list[Job]:
+def _jobs(path: str, format: str | None, request: dict | None) -> list[Job | ConnectionJob]:
     data = _read_bytes(path)
     if _DUMP_START.match(data):
         return _dump_jobs(path, data, request)
+    if _is_capture(data):
+        return [_capture_job(path, data, format)]
+    if format is not None and format not in formats.FORMATS:
+        raise InputError(
+            f"{path}: {format} is spoken over WebSockets only: --format {format} reads a WebSocket capture "
+            '(JSON lines of messages, {"from_client": ..., "text": ...}; see docs/cli.md)'
+        )
     exchange = classify(head=data)  # no path, no status: the bytes alone tell
     if format is not None and (exchange is None or exchange.kind != MESSAGE or exchange.format != format):
         exchange = Exchange(STREAM, format)  # --format names the stream's format
     if exchange is None:
         raise InputError(_not_a_response(path, data))
     return [Job(path, {"file": path}, data, exchange, request)]
+
+
+def _is_capture(data: bytes) -> bool:
+    """A WebSocket capture: its first line is a message (``from_client``) or names the connection
+    (``websocket``). No NDJSON line of an LLM stream has either key."""
+    first = data.lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0]
+    obj, _ = parse_json(first)
+    return type(obj) is dict and ("from_client" in obj or "websocket" in obj)
+
+
+def _capture_job(path: str, data: bytes, format: str | None) -> ConnectionJob:
+    """A WebSocket capture read line by line: each line a message, ``{"from_client": bool, "text": str}``
+    or ``{"from_client": bool, "base64": str}`` (a binary frame), with an optional ``timestamp`` in
+    seconds; a first line ``{"websocket": URL or path}`` names the upgrade request. A line that is none of
+    these is a warning where it stood, never the end of the reading."""
+    job = ConnectionJob(path, {"file": path})
+    first = True
+    for number, line in enumerate(data.split(b"\n"), 1):
+        line = line.strip(b"\xef\xbb\xbf \t\r")
+        if not line:
+            continue
+        obj, _ = parse_json(line)
+        header, first = first and type(obj) is dict and "websocket" in obj and "from_client" not in obj, False
+        if header:
+            url = obj["websocket"]
+            if type(url) is str:
+                parts = urlsplit(url)
+                job.path = parts.path + (f"?{parts.query}" if parts.query else "")
+                job.source["url"] = url
+            else:
+                job.messages.append(BadLine(number, '"websocket" is not a URL or path'))
+            continue
+        job.messages.extend(_capture_line(number, obj, line))
+    if format is not None:
+        if format not in formats.WEBSOCKET_FORMATS:
+            raise InputError(
+                f"{path} is a WebSocket capture; {format} is not spoken over WebSockets (those that are: "
+                f"{', '.join(sorted(formats.WEBSOCKET_FORMATS))})"
+            )
+        job.format = format
+    elif job.path:
+        job.format = formats.websocket_format(job.path)
+    return job
+
+
+def _capture_line(number: int, obj, line: bytes) -> list:
+    """One line of a capture: the message it holds, and a BadLine for each thing wrong with it."""
+    if obj is MALFORMED or type(obj) is not dict:
+        return [BadLine(number, f"not a JSON object: {line[:80].decode('utf-8', 'replace')!r}")]
+    from_client = obj.get("from_client")
+    if type(from_client) is not bool:
+        return [BadLine(number, '"from_client" is not true or false')]
+    bad = []
+    timestamp = obj.get("timestamp")
+    if timestamp is not None and (type(timestamp) not in (int, float)):
+        bad.append(BadLine(number, '"timestamp" is not a number of seconds; left out'))
+        timestamp = None
+    if type(obj.get("text")) is str:
+        return [*bad, (from_client, obj["text"].encode("utf-8", "surrogatepass"), True, timestamp)]
+    if type(obj.get("base64")) is str:
+        try:
+            content = base64.b64decode(obj["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            return [*bad, BadLine(number, '"base64" is not base64')]
+        return [*bad, (from_client, content, False, timestamp)]
+    return [*bad, BadLine(number, 'neither "text" (a string) nor "base64" (a string)')]
 
 
 # Keys a request body has and a response does not: a FILE holding one was meant for --request.
@@ -341,6 +533,9 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
             file=sys.stderr,
         )
     for flow in flows:
+        if isinstance(flow, http.HTTPFlow) and flow.websocket is not None:
+            jobs.append(_websocket_flow_job(path, flow))
+            continue
         if not isinstance(flow, http.HTTPFlow) or flow.response is None:
             continue
         flow_request = flow.request.get_content(strict=False)
@@ -384,6 +579,27 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
     if not jobs:
         print(f"toolcall-lens: {path}: no LLM flows with a body in this dump", file=sys.stderr)
     return jobs
+
+
+def _websocket_flow_job(path: str, flow) -> ConnectionJob:
+    """A dump's WebSocket flow: its stored messages, and the addon's record of it if it ran."""
+    recorded = _recorded(flow)
+    if recorded is not None and recorded.get("transport") != "websocket":
+        recorded = None
+    trimmed = (recorded.get("connection") or {}).get("trimmed") if recorded else 0
+    url = flow.request.pretty_url
+    websocket = flow.websocket
+    return ConnectionJob(
+        f"{path}: flow {flow.id[:8]}, WebSocket {url}",
+        {"file": path, "flow_id": flow.id, "url": url, "time": _iso(flow.request.timestamp_start)},
+        [(m.from_client, m.content, m.is_text, m.timestamp) for m in websocket.messages],
+        formats.websocket_format(flow.request.path),
+        flow.request.path,
+        end=websocket.timestamp_end,
+        recorded=recorded,
+        trimmed=trimmed if type(trimmed) is int and trimmed > 0 else 0,
+        started=flow.request.timestamp_start,
+    )
 
 
 def _clock(timestamp: float) -> str:

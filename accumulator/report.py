@@ -78,6 +78,9 @@ def format_report(result: dict, title: str | None = None) -> str:
             facts.append(f"{timing['events_per_second']:.1f} events/s")
         whence = (result.get("source") or {}).get("timing")
         lines.append(("timing: " if not whence else f"timing ({whence}): ") + ", ".join(facts))
+    websocket = result.get("websocket")
+    if websocket:
+        lines.append(_websocket_line(websocket))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     rewrite = result.get("rewrite")
@@ -95,6 +98,26 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def _websocket_line(websocket: dict) -> str:
+    """Where a response sat on its WebSocket connection, and what the client's later messages said."""
+    facts = [
+        f"response {websocket['position']}, messages {websocket['first_message']} to {websocket['last_message']}"
+    ]
+    if websocket.get("lane") is not None:
+        facts.append(f"lane {websocket['lane']}")
+    if websocket.get("prewarm"):
+        facts.append("prewarm")
+    if websocket.get("status"):
+        facts.append(f"ended {websocket['status']}")
+    if websocket.get("audio_bytes"):
+        facts.append(f"{websocket['audio_bytes']} bytes of audio")
+    evidence = websocket.get("evidence")
+    if evidence:
+        said = [f"{kind} {', '.join(ids)}" for kind, ids in evidence.items() if ids]
+        facts.append("the client: " + ("; ".join(said) or "nothing"))
+    return "websocket: " + ", ".join(facts)
 
 
 def _said(result: dict, error: dict) -> str:
@@ -206,46 +229,76 @@ def _same_call(a: dict, b: dict) -> bool:
     return (a["name"], a["arguments"]) == (b["name"], b["arguments"])
 
 
-class ConnectionTally:
-    """What a WebSocket connection's one-line summary says, kept up to date one settled response at a
-    time (a long connection costs the same per response however many came before)."""
+def results_of(value) -> list[dict]:
+    """The results a front door stored for one flow (``flow.metadata["toolcall_lens"]``): an HTTP flow's
+    one result, or each response of a WebSocket connection's record; [] for anything else."""
+    if type(value) is not dict:
+        return []
+    if value.get("transport") == "websocket":
+        return [r for r in value.get("responses") or () if type(r) is dict]
+    return [value]
 
-    __slots__ = ("codes", "loud", "names", "prewarm")
+
+class ConnectionTally:
+    """What a WebSocket connection's one-line summary says of its responses, kept up to date one settled
+    response at a time: the addon's comment costs the same per response however many came before."""
+
+    __slots__ = ("codes", "incomplete", "loud", "names", "prewarm")
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}  # call name -> calls
-        self.codes: dict[str, None] = {}  # warning codes, in order of first appearance
+        self.codes: dict[str, dict[str, None]] = {"warning": {}, "info": {}}  # by severity, in order
         self.prewarm = 0
+        self.incomplete = 0
         self.loud = False  # a warning of severity "warning" came
 
     def add(self, result: dict) -> None:
-        self.prewarm += bool(result.get("websocket", {}).get("prewarm"))
+        self.prewarm += bool((result.get("websocket") or {}).get("prewarm"))
+        self.incomplete += not result["complete"]
         for choice in result["choices"]:
             for call in choice["tool_calls"]:
                 name = call["name"] or "?"
                 self.names[name] = self.names.get(name, 0) + 1
         self.add_warnings(result["warnings"])
 
-    def add_warnings(self, warnings: list[dict]) -> None:
+    def add_warnings(self, warnings) -> None:
         for warning in warnings:
-            self.codes[warning["code"]] = None
-            self.loud = self.loud or warning["severity"] == "warning"
+            severity = warning.get("severity")
+            if severity in self.codes:
+                self.codes[severity][warning["code"]] = None
+                self.loud = self.loud or severity == "warning"
 
-    def line(self, format: str | None, responses: int) -> str:
-        line = f"{format or '?'} websocket: {responses} response(s)"
-        if self.prewarm:
-            line += f" ({self.prewarm} prewarm)"
-        if self.names:
-            line += ", calls: " + ", ".join(f"{n} ×{k}" if k > 1 else n for n, k in self.names.items())
-        if self.codes:
-            line += "; warnings: " + ", ".join(self.codes)
-        return line
+    def line(self, connection: dict) -> str:
+        """The line, with what the connection itself says (its count, its own warnings, its close)."""
+        started = connection.get("responses", 0)
+        head = f"{connection.get('format') or '?'} websocket: {started} response{'s' if started != 1 else ''}"
+        notes = [
+            f"{count} {label}"
+            for count, label in (
+                (self.prewarm, "prewarm"),
+                (self.incomplete, "incomplete"),
+                (connection.get("results_dropped") or 0, "dropped"),
+            )
+            if count
+        ]
+        if notes:
+            head += f" ({', '.join(notes)})"
+        calls = ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in self.names.items())
+        parts = [f"{head}, calls: {calls or '-'}"]
+        own = connection.get("warnings") or ()
+        for severity, codes in self.codes.items():
+            found = list(dict.fromkeys([*(w["code"] for w in own if w.get("severity") == severity), *codes]))
+            if found:
+                parts.append(f"{severity}: {', '.join(found)}")
+        closed = connection.get("closed")
+        if type(closed) is dict and closed.get("code") not in (None, 1000, 1005):  # not a normal closure
+            parts.append(f"closed {closed.get('code')} by {'client' if closed.get('by_client') else 'server'}")
+        return " | ".join(parts)
 
 
 def connection_summary_line(record: dict) -> str:
-    """One line for a WebSocket connection's record: its responses, their calls by name, warning codes."""
+    """One line for a WebSocket flow's comment: format, responses, calls by name (counted), warnings."""
     tally = ConnectionTally()
-    for result in record["responses"]:
+    for result in results_of(record):
         tally.add(result)
-    tally.add_warnings(record["connection"]["warnings"])
-    return tally.line(record["connection"]["format"], record["connection"]["responses"])
+    return tally.line(record.get("connection") or {})

@@ -21,6 +21,7 @@ carried (``unknown-tool-call-id``), a call left unanswered while its siblings we
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import deque
 
 from . import formats
@@ -31,7 +32,7 @@ from .result import add_warnings
 from .stream import StreamAccumulator
 from .warnings import WarningLog, severity_of
 
-__all__ = ["Connection", "Response", "connection_result"]
+__all__ = ["Connection", "Response", "connection_result", "replay"]
 
 # Messages of a connection of unknown format asked about before giving up on it.
 SNIFF_MESSAGES = 8
@@ -247,7 +248,8 @@ class Connection:
         if response.call_ids:
             self.calls_seen = True
         result["websocket"] = _websocket_section(response)
-        self.results.append(result)
+        # In order of position: responses of parallel lanes may end out of order.
+        insort(self.results, result, key=lambda r: r["websocket"]["position"])
         if len(self.results) > MAX_RESULTS:
             del self.results[0]
             self.results_dropped += 1
@@ -398,3 +400,21 @@ def connection_result(connection: Connection) -> dict:
         "connection": connection.summary(),
         "responses": list(connection.results),
     }
+
+
+def replay(
+    messages,
+    format: str | None = None,
+    *,
+    path: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    end: float | None = None,
+) -> Connection:
+    """A connection's stored messages fed again, in order, and finished: what the CLI and the content view
+    do with a flow the addon did not record. ``messages``: ``(from_client, content, is_text, timestamp)``
+    tuples (timestamp None for none); ``end``: when the connection closed, if known."""
+    connection = Connection(format, path=path, limits=limits)
+    for from_client, content, is_text, timestamp in messages:
+        connection.message(from_client, content, is_text, now=timestamp)
+    connection.finish(end)
+    return connection

@@ -1,5 +1,6 @@
 """What the addon gives out about finished LLM flows: the JSONL record of one, the file it appends them to,
-and the one-line report its command prints."""
+and the one-line report its command prints. A WebSocket flow carries many responses (its stored value is
+the connection's record): one record and one report line per response."""
 
 from __future__ import annotations
 
@@ -11,43 +12,90 @@ import orjson
 from mitmproxy import flow as mflow
 from mitmproxy import http
 
-from toolcall_lens.view import METADATA_KEY
+from accumulator.report import results_of
+from toolcall_lens.view import METADATA_KEY, message_time
 
 
 def annotated(flows: Iterable[mflow.Flow]) -> Iterator[tuple[http.HTTPFlow, dict]]:
-    """The LLM flows among these that carry a result, each with it."""
+    """The LLM flows among these that carry a result (an HTTP flow's, or a WebSocket connection's
+    record), each with it."""
     for flow in flows:
-        result = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
-        if result is not None:
-            yield flow, result
+        value = flow.metadata.get(METADATA_KEY) if isinstance(flow, http.HTTPFlow) else None
+        if results_of(value):
+            yield flow, value
 
 
-def report_line(flow: http.HTTPFlow, result: dict) -> str:
-    """Time, host, format, model, calls, warnings."""
-    when = datetime.fromtimestamp(flow.request.timestamp_start, UTC).strftime("%H:%M:%S")
-    names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
-    codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
-    return (
-        f"{when}  {flow.request.pretty_host}  {result['format']}  {result['model'] or '?'}  "
-        f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
-    )
+def report_line(flow: http.HTTPFlow, value: dict) -> str:
+    """Time, host, format, model, calls, warnings: one line per response (a WebSocket flow's are
+    numbered by their position on the connection, each at the time of its first message)."""
+    lines = []
+    for result in results_of(value):
+        websocket = result.get("websocket")
+        when = _clock(_time(flow, result))
+        where = (
+            f"{flow.request.pretty_host} ws#{websocket['position']}"
+            if websocket
+            else flow.request.pretty_host
+        )
+        names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
+        codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
+        lines.append(
+            f"{when}  {where}  {result['format']}  {result['model'] or '?'}  "
+            f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
+        )
+    return "\n".join(lines)
 
 
-def record(flow: http.HTTPFlow, result: dict) -> bytes:
-    """One JSONL line: the result with the URL, time, status and duration of its flow."""
+def record(flow: http.HTTPFlow, value: dict) -> bytes:
+    """JSONL: the result with the URL, time, status and duration of its flow, one line per response (the
+    value stored on the flow: an HTTP result, a WebSocket connection's record, or one response of it). A
+    WebSocket response's line says so (``transport``) and where it sat (``position``); its time is its
+    first message's, its duration the span of its messages."""
     response = flow.response
     end = (response.timestamp_end if response else None) or (flow.error.timestamp if flow.error else None)
-    line = {
+    base = {
         "flow_id": flow.id,
         "method": flow.request.method,
         "url": flow.request.pretty_url,
-        "time": datetime.fromtimestamp(flow.request.timestamp_start, UTC).isoformat(),
+        "time": _iso(flow.request.timestamp_start),
         "status": response.status_code if response else None,
         "duration": round(end - flow.request.timestamp_start, 6) if end else None,
         "error": flow.error.msg if flow.error else None,
-        "result": result,
     }
-    return orjson.dumps(line) + b"\n"
+    lines = []
+    for result in results_of(value):
+        websocket = result.get("websocket")
+        if websocket is None:
+            lines.append(orjson.dumps({**base, "result": result}) + b"\n")
+            continue
+        first = message_time(flow, websocket["first_message"])
+        last = message_time(flow, websocket["last_message"])
+        line = {
+            **base,
+            "transport": "websocket",
+            "position": websocket["position"],
+            "time": _iso(first if first is not None else flow.request.timestamp_start),
+            "duration": round(last - first, 6) if last is not None and first is not None else None,
+            "result": result,
+        }
+        lines.append(orjson.dumps(line) + b"\n")
+    return b"".join(lines)
+
+
+def _time(flow: http.HTTPFlow, result: dict) -> float:
+    """When a response began: a WebSocket response's first message, else (an HTTP one, or one whose
+    messages were trimmed from the stored flow) the flow's request."""
+    websocket = result.get("websocket")
+    stamp = message_time(flow, websocket["first_message"]) if websocket else None
+    return stamp if stamp is not None else flow.request.timestamp_start
+
+
+def _clock(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%H:%M:%S")
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 class JsonlFile:

@@ -1,14 +1,24 @@
 """The "toolcall-lens" content view (mitmweb, ``mitmdump --flow-detail 3``): the calls by identity, the
-warnings, the verdicts, and each failing strategy's calls beside the right ones."""
+warnings, the verdicts, and each failing strategy's calls beside the right ones. On a WebSocket message:
+the connection in one line, and the response the message belongs to."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+import orjson
 from mitmproxy import contentviews, http
 
-from accumulator import analyze_exchange, classify
-from accumulator.report import format_view
+from accumulator import analyze_exchange, classify, websocket_format
+from accumulator.report import connection_summary_line, format_view, results_of, summary_line
+from accumulator.websocket import connection_result, replay
 
 METADATA_KEY = "toolcall_lens"
+# Connections rebuilt from a flow's stored messages (flows the addon did not record), by flow id, with the
+# number of messages they were rebuilt from: mitmweb renders every message of a flow, one view call each.
+_REPLAYED: OrderedDict[str, tuple[int, dict]] = OrderedDict()
+_REPLAYED_FLOWS = 16
+_MESSAGE_SHOWN = 2000  # characters of the message itself shown above the response
 
 
 class ToolcallLensView(contentviews.Contentview):
@@ -19,7 +29,10 @@ class ToolcallLensView(contentviews.Contentview):
 
     def prettify(self, data: bytes, metadata: contentviews.Metadata) -> str:
         flow = metadata.flow
-        result = flow.metadata.get(METADATA_KEY) if flow is not None else None
+        if metadata.websocket_message is not None or _is_websocket(flow):
+            return _websocket_view(flow, metadata.websocket_message)
+        stored = results_of(flow.metadata.get(METADATA_KEY)) if flow is not None else []
+        result = stored[0] if stored else None
         if result is None:
             exchange = _exchange(data, metadata)
             if exchange is None:
@@ -39,7 +52,13 @@ class ToolcallLensView(contentviews.Contentview):
         return format_view(result)
 
     def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
-        if isinstance(metadata.http_message, http.Request):
+        if metadata.websocket_message is not None:
+            flow = metadata.flow
+            llm = _is_websocket(flow) and (
+                websocket_format(flow.request.path) is not None or _is_record(flow.metadata.get(METADATA_KEY))
+            )
+            return 3 if llm else -1
+        if isinstance(metadata.http_message, http.Request) or _is_websocket(metadata.flow):
             return -1
         return 3 if _exchange(data, metadata) is not None else -1
 
@@ -58,3 +77,110 @@ def _exchange(data: bytes, metadata: contentviews.Metadata):
         if exchange is not None and exchange.format is not None:
             return exchange
     return classify(head=data)  # no flow, or a stream on a path we do not know: its bytes tell
+
+
+# -- WebSocket flows ---------------------------------------------------------------------------------------
+
+
+def _is_websocket(flow) -> bool:
+    return isinstance(flow, http.HTTPFlow) and flow.websocket is not None
+
+
+def _is_record(value) -> bool:
+    return type(value) is dict and value.get("transport") == "websocket"
+
+
+def connection_record(flow: http.HTTPFlow) -> dict | None:
+    """The connection of a WebSocket flow: the addon's record, else rebuilt from the flow's stored messages
+    (a dump made without the addon); None when they are no LLM connection toolcall-lens reads."""
+    recorded = flow.metadata.get(METADATA_KEY)
+    if _is_record(recorded):
+        return recorded
+    messages = flow.websocket.messages
+    cached = _REPLAYED.get(flow.id)
+    if cached is None or cached[0] != len(messages):
+        connection = replay(
+            ((m.from_client, m.content, m.is_text, m.timestamp) for m in messages),
+            websocket_format(flow.request.path),
+            path=flow.request.path,
+        )
+        cached = (len(messages), connection_result(connection) if connection.format is not None else None)
+        _REPLAYED[flow.id] = cached
+        while len(_REPLAYED) > _REPLAYED_FLOWS:
+            _REPLAYED.popitem(last=False)
+    _REPLAYED.move_to_end(flow.id)
+    return cached[1]
+
+
+def _trimmed(flow: http.HTTPFlow) -> int:
+    """Messages the addon dropped from the front of the stored flow (numbers start after them)."""
+    recorded = flow.metadata.get(METADATA_KEY)
+    trimmed = (recorded.get("connection") or {}).get("trimmed") if _is_record(recorded) else 0
+    return trimmed if type(trimmed) is int and trimmed > 0 else 0
+
+
+def message_number(flow: http.HTTPFlow, message) -> int | None:
+    """A stored message's number on its connection (1-based, both directions, trimmed ones counted)."""
+    messages = flow.websocket.messages
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index] is message:
+            return _trimmed(flow) + index + 1
+    return None
+
+
+def message_time(flow: http.HTTPFlow, number: int) -> float | None:
+    """When the message of this number passed, if it is still stored."""
+    index = number - _trimmed(flow) - 1
+    messages = flow.websocket.messages if _is_websocket(flow) else []
+    return messages[index].timestamp if 0 <= index < len(messages) else None
+
+
+def response_of(record: dict, number: int) -> dict | None:
+    """The response a message belongs to: the last one whose span of messages holds it."""
+    return next(
+        (
+            result
+            for result in reversed(results_of(record))
+            if result["websocket"]["first_message"] <= number <= result["websocket"]["last_message"]
+        ),
+        None,
+    )
+
+
+def _websocket_view(flow, message) -> str:
+    if not _is_websocket(flow):
+        raise ValueError("not a WebSocket flow")
+    record = connection_record(flow)
+    if record is None:
+        raise ValueError("not an LLM WebSocket connection toolcall-lens reads")
+    results = results_of(record)
+    lines = [connection_summary_line(record)]
+    if message is None:  # the upgrade's response: the whole connection
+        lines += [f"\n-- response {r['websocket']['position']} --\n{format_view(r)}" for r in results]
+        return "\n".join(lines)
+    number = message_number(flow, message)
+    side = "client → server" if message.from_client else "server → client"
+    result = response_of(record, number) if number is not None else None
+    if result is None:
+        lines.append(f"message {number or '?'} ({side}): part of no response")
+    else:
+        websocket = result["websocket"]
+        span = f"messages {websocket['first_message']} to {websocket['last_message']}"
+        lines.append(f"message {number} ({side}): response {websocket['position']} ({span})")
+    lines += ["", _shown(message.content)]
+    if result is not None:
+        if number == result["websocket"]["last_message"]:
+            lines += ["", format_view(result)]
+        else:
+            last = result["websocket"]["last_message"]
+            lines += ["", summary_line(result), f"(the whole response under message {last}, its last)"]
+    return "\n".join(lines)
+
+
+def _shown(content: bytes) -> str:
+    """The message itself, its JSON indented, capped."""
+    try:
+        text = orjson.dumps(orjson.loads(content), option=orjson.OPT_INDENT_2).decode()
+    except orjson.JSONDecodeError:
+        text = content.decode("utf-8", "replace")
+    return text if len(text) <= _MESSAGE_SHOWN else text[:_MESSAGE_SHOWN] + "…"

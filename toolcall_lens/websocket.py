@@ -5,8 +5,6 @@ keep flowing unchanged and the failure is recorded on the flow."""
 
 from __future__ import annotations
 
-import copy
-
 from accumulator import Connection
 from accumulator.report import ConnectionTally
 
@@ -82,13 +80,7 @@ class WebSocketWatch:
         self.record["connection"] = summary
 
     def comment(self) -> str:
-        connection = self.record["connection"]
-        tally = self.tally
-        if connection["warnings"]:  # the connection's own, few: counted afresh
-            tally = copy.copy(tally)
-            tally.codes = dict(tally.codes)
-            tally.add_warnings(connection["warnings"])
-        return tally.line(connection["format"], connection["responses"])
+        return self.tally.line(self.record["connection"])
 
     @property
     def loud(self) -> bool:

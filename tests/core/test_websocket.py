@@ -531,3 +531,15 @@ def test_a_long_connection_keeps_a_bounded_number_of_results():
     summary = wire.connection.summary()
     assert len(wire.connection.results) == websocket.MAX_RESULTS and summary["results_dropped"] == 50
     assert len(wire.settled) == websocket.MAX_RESULTS + 50  # every one was handed out once
+
+
+def test_the_connections_results_are_in_order_of_position_when_lanes_end_out_of_order():
+    wire = Wire(path="/v1/responses")
+    wire.client({"type": "response.create", "model": "m", "stream_id": "slow"})
+    wire.client({"type": "response.create", "model": "m", "stream_id": "fast"})
+    wire.server({"type": "response.created", "response": {"id": "r-slow"}, "stream_id": "slow"})
+    wire.server({"type": "response.created", "response": {"id": "r-fast"}, "stream_id": "fast"})
+    wire.server({"type": "response.completed", "response": {"id": "r-fast"}, "stream_id": "fast"})
+    wire.server({"type": "response.completed", "response": {"id": "r-slow"}, "stream_id": "slow"})
+    wire.finish()
+    assert [r["response_id"] for r in wire.connection.results] == ["r-slow", "r-fast"]

@@ -78,7 +78,7 @@ def test_a_connection_gets_its_record_comment_and_marker(lens):
     jsonschema.validate(record, CONNECTION_SCHEMA)
     assert [r["websocket"]["position"] for r in record["responses"]] == [1, 2]
     assert record["connection"]["closed"]["code"] == flow.websocket.close_code
-    assert flow.comment.startswith("openai-responses websocket: 2 response(s)")
+    assert flow.comment.startswith("openai-responses websocket: 2 responses, calls: tool_0, tool_1")
     assert "unanswered-call" in flow.comment and flow.marked == ":warning:"
 
 

@@ -373,8 +373,12 @@ def test_a_dump_keeps_the_timing_the_addon_measured_live_and_says_what_was_recom
     body = (DATA / "production_interleaved.sse").read_bytes()
     live = StreamAccumulator("openai-chat", started_at=100.0, stall_seconds=0.5)
     events = body.split(b"\n\n")
-    for n, event in enumerate(events):  # the addon's clock: one event every 0.1 s, a 1 s silence after the 3rd
-        live.feed(event + b"\n\n" if n < len(events) - 1 else event, now=100.3 + 0.1 * n + (1.0 if n >= 3 else 0))
+    for n, event in enumerate(
+        events
+    ):  # the addon's clock: one event every 0.1 s, a 1 s silence after the 3rd
+        live.feed(
+            event + b"\n\n" if n < len(events) - 1 else event, now=100.3 + 0.1 * n + (1.0 if n >= 3 else 0)
+        )
     recorded = live.finish(now=102.0)
     assert recorded["timing"]["clock"] and any(w["code"] == "stalled" for w in recorded["warnings"])
     flow = _stream_flow(body)
@@ -404,3 +408,214 @@ def test_a_dump_made_without_the_addon_gives_the_timing_its_flow_timestamps_tell
     assert timing["time_to_first_byte"] == 0.25 and timing["duration"] == 2.0
     assert timing["time_to_first_token"] is None  # a file has no arrival time per event
     assert result["source"]["timing"].startswith("the flow's timestamps")
+
+
+# -- WebSocket connections: a dump's WebSocket flows and captures of messages ------------------------------
+
+
+def _valid(result: dict) -> None:
+    import jsonschema
+
+    from accumulator import RESULT_SCHEMA
+
+    jsonschema.validate(result, RESULT_SCHEMA)
+    assert "websocket" in result
+
+
+def test_a_dump_websocket_flow_gives_one_result_per_response_in_order(tmp_path, capsys):
+    from websocket_messages import websocket_flow
+
+    http_flow = _stream_flow((DATA / "production_interleaved.sse").read_bytes())
+    ws = websocket_flow("openai-responses", start=946684800.0)
+    dump = tmp_path / "codex.flows"
+    _write(dump, http_flow, ws)
+    assert main([str(dump), "--json"]) == 1
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["source"]["flow_id"] for r in results] == [http_flow.id] + [ws.id] * 3
+    responses = results[1:]
+    for result in responses:
+        _valid(result)
+    assert [r["source"]["position"] for r in responses] == [1, 2, 3]
+    assert [r["websocket"]["position"] for r in responses] == [1, 2, 3]
+    assert [r["websocket"]["prewarm"] for r in responses] == [True, False, False]
+    assert all(r["source"]["url"].endswith("/v1/responses") for r in responses)
+    # Each response's time is its first message's; its timing comes from the messages' timestamps.
+    assert responses[1]["source"]["time"] == "2000-01-01T00:00:03+00:00"
+    assert responses[1]["timing"]["duration"] == 8.0
+    assert responses[1]["source"]["timing"].startswith("re-computed from the stored messages")
+    calls = responses[1]["choices"][0]["tool_calls"]
+    assert [(c["name"], c["arguments"]) for c in calls] == [
+        ("shell", '{"cmd":"ls"}'),
+        ("apply_patch", '{"p":"x"}'),
+    ]
+    assert [w["code"] for w in responses[1]["warnings"]] == ["recency-misroute", "unanswered-call"]
+    assert responses[2]["choices"][0]["text"] == "done"
+    # The report names the flow and each response.
+    assert main([str(dump)]) == 1
+    out = capsys.readouterr().out
+    assert f"flow {ws.id[:8]}, WebSocket http://example.com/v1/responses at 00:00:03 UTC, response 2 (" in out
+    assert "websocket: response 2, messages 4 to 12, the client: answered call_sh; unanswered call_ap" in out
+
+
+def test_a_websocket_flow_on_an_unknown_path_is_recognised_from_its_messages(tmp_path, capsys):
+    from websocket_messages import websocket_flow
+
+    ws = websocket_flow("openai-realtime")
+    ws.request.path = "/proxy/socket"
+    other = websocket_flow("openai-realtime")
+    other.request.path = "/chat"
+    for message in other.websocket.messages:
+        message.content = b'{"kind": "chat", "text": "hello"}'  # a WebSocket of another kind: left out
+    dump = tmp_path / "rt.flows"
+    _write(dump, ws, other)
+    assert main([str(dump), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "openai-realtime" and result["source"]["flow_id"] == ws.id
+    assert result["websocket"]["evidence"]["answered"] == ["call_rt"]
+
+
+def test_a_websocket_flow_the_addon_recorded_is_re_analysed_unless_it_was_trimmed(tmp_path, capsys):
+    from websocket_messages import websocket_flow
+
+    from accumulator import Connection, connection_result
+
+    ws = websocket_flow("openai-responses")
+    live = Connection("openai-responses", path="/v1/responses")
+    for message in ws.websocket.messages:
+        live.message(message.from_client, message.content, message.is_text, now=message.timestamp)
+    live.finish()
+    record = connection_result(live)
+    record["connection"]["trimmed"] = 0
+    ws.metadata["toolcall_lens"] = record
+    dump = tmp_path / "recorded.flows"
+    _write(dump, ws)
+    # Re-analysed: this run's strategies apply (none: no recency-misroute), as for an HTTP flow.
+    assert main([str(dump), "--json", "--strategies", "none"]) == 1
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [w["code"] for w in results[1]["warnings"]] == ["unanswered-call"]
+    # Trimmed: the stored messages no longer hold the first responses; the record is shown as it is.
+    record["connection"]["trimmed"] = 12
+    record["responses"][1]["warnings"].append({"code": "stalled", "severity": "info", "message": "live only"})
+    ws.websocket.messages = ws.websocket.messages[12:]
+    _write(dump, ws)
+    assert main([str(dump), "--json", "--strategies", "none"]) == 1
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["websocket"]["position"] for r in results] == [1, 2, 3]
+    assert [w["code"] for w in results[1]["warnings"]] == ["recency-misroute", "unanswered-call", "stalled"]
+    assert results[1]["source"]["timing"].startswith("recorded live by the addon, as it is: 12 message(s)")
+    assert results[2]["source"]["time"] == "2000-01-01T00:00:12+00:00"  # message 13: the first one kept
+
+
+@pytest.mark.parametrize("format", ["openai-responses", "openai-realtime", "gemini-live"])
+def test_a_websocket_capture_gives_one_result_per_response(format, tmp_path, capsys):
+    from websocket_messages import CONVERSATIONS, capture
+
+    path = tmp_path / "capture.jsonl"
+    path.write_text(capture(format))
+    main([str(path), "--json"])
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert results and all(r["format"] == format for r in results)
+    for result in results:
+        _valid(result)
+    assert [r["source"]["position"] for r in results] == list(range(1, len(results) + 1))
+    assert all(r["source"]["file"] == str(path) and "flow_id" not in r["source"] for r in results)
+    names = [c["name"] for r in results for c in r["choices"][0]["tool_calls"]]
+    assert names == CONVERSATIONS[format][2]
+    assert results[0]["timing"]["clock"]  # the lines' timestamps are the clock
+
+
+@pytest.mark.parametrize("format", ["openai-responses", "openai-realtime", "gemini-live"])
+def test_a_capture_without_its_url_is_recognised_from_its_messages_or_named_with_format(
+    format, tmp_path, capsys
+):
+    from websocket_messages import capture
+
+    path = tmp_path / "capture.jsonl"
+    path.write_text(capture(format, header=False, timestamps=False))
+    main([str(path), "--json"])
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert {r["format"] for r in results} == {format}
+    assert results[0]["timing"] is None or not results[0]["timing"]["clock"]
+    # --format forces it: Realtime messages read as Gemini Live give no response.
+    other = "gemini-live" if format != "gemini-live" else "openai-realtime"
+    assert main([str(path), "--json", "--format", other]) == 2
+    captured = capsys.readouterr()
+    assert "no LLM response in its" in captured.err
+
+
+def test_bad_lines_of_a_capture_are_warnings_where_they_stood(tmp_path, capsys):
+    from websocket_messages import capture
+
+    lines = capture("openai-responses").splitlines()
+    lines[6:6] = [
+        "not json",
+        '{"from_client": "yes", "text": "{}"}',
+        '{"from_client": false}',
+        '{"from_client": false, "base64": "%%%"}',
+    ]
+    lines.insert(1, '{"from_client": true, "text": "{\\"type\\": \\"ping\\"}", "timestamp": "noon"}')
+    path = tmp_path / "capture.jsonl"
+    path.write_text("\n".join(lines) + "\n\n")
+    assert main([str(path), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    results = json.loads(captured.out)["results"]
+    for result in results:
+        _valid(result)
+    bad = {w["line"]: w["message"] for r in results for w in r["warnings"] if w["code"] == "malformed-event"}
+    # The bad timestamp's line comes before any response: its warning goes on the next response's result.
+    assert [w["line"] for w in results[0]["warnings"]] == [2]
+    assert sorted(bad) == [2, 8, 9, 10, 11]  # the four bad lines inside response 2, on its result
+    assert "not a JSON object: 'not json'" in bad[8] and '"from_client" is not true or false' in bad[9]
+    assert 'neither "text"' in bad[10] and '"base64" is not base64' in bad[11]
+    assert '"timestamp" is not a number' in bad[2]
+    # The calls are rebuilt all the same.
+    assert [c["name"] for c in results[1]["choices"][0]["tool_calls"]] == ["shell", "apply_patch"]
+
+
+@pytest.mark.parametrize(
+    "content,says",
+    [
+        (b'{"websocket": "wss://h/v1/responses"}\n', "no LLM response in its 0 WebSocket message(s)"),
+        (b'{"from_client": true}\n[1]\n', "line 2 of"),
+    ],
+    ids=["header-only", "no-message"],
+)
+def test_a_capture_with_no_response_is_exit_2_saying_why(tmp_path, capsys, content, says):
+    path = tmp_path / "capture.jsonl"
+    path.write_bytes(content)
+    assert main([str(path)]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and "Traceback" not in captured.err and captured.out == ""
+
+
+def test_a_websocket_only_format_does_not_read_a_raw_body(capsys):
+    assert main([CLEAN, "--format", "openai-realtime"]) == 2
+    assert "spoken over WebSockets only" in capsys.readouterr().err
+
+
+def test_ndjson_streams_are_not_taken_for_captures(tmp_path, capsys):
+    # An NDJSON line naming a message's keys inside its content is still the stream it is.
+    line = {"model": "m", "message": {"role": "assistant", "content": '{"from_client": true}'}, "done": True}
+    path = tmp_path / "ollama.ndjson"
+    path.write_text(json.dumps(line) + "\n")
+    assert main([str(path), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "ollama-chat" and "websocket" not in result
+
+
+def test_a_captures_first_line_names_the_connection_and_so_its_format(tmp_path, capsys):
+    from websocket_messages import capture
+
+    # Keep-alives first: too many for the messages to tell the format; the upgrade URL still does.
+    lines = capture("openai-realtime", timestamps=False).splitlines()
+    lines[1:1] = [json.dumps({"from_client": False, "text": '{"type": "keepalive"}'})] * 10
+    path = tmp_path / "capture.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main([str(path), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["format"] == "openai-realtime" and result["websocket"]["first_message"] == 14
+    assert result["source"]["url"] == "wss://api.example.com/v1/realtime?model=gpt-realtime"
+    path.write_text("\n".join(lines[1:]) + "\n")  # without it, the connection is given up on
+    assert main([str(path)]) == 2
+    assert "no LLM response in its 18 WebSocket message(s)" in capsys.readouterr().err
