@@ -32,12 +32,13 @@ from accumulator.echo import ObservedCalls
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
 from accumulator.result import add_warnings
+from accumulator.rewrite.messages import MessageRewriter
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
-from toolcall_lens.websocket import WebSocketWatch
+from toolcall_lens.websocket import RewriteSocketWatch, WebSocketWatch
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -162,10 +163,12 @@ class ToolcallLens:
             return
         settings = self._settings()
         # The upgrade path names the format; else its first messages will (None until then).
-        connection = Connection(
-            formats.websocket_format(flow.request.path), path=flow.request.path, limits=settings.limits
-        )
-        self.sockets[flow.id] = WebSocketWatch(connection, settings.websocket_keep)
+        format = formats.websocket_format(flow.request.path)
+        connection = Connection(format, path=flow.request.path, limits=settings.limits)
+        if settings.inject or settings.repair:
+            self.sockets[flow.id] = self._rewrite_socket(flow, format, connection, settings)
+        else:
+            self.sockets[flow.id] = WebSocketWatch(connection, settings.websocket_keep)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         watch = self.sockets.get(flow.id)
@@ -278,6 +281,31 @@ class ToolcallLens:
             + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
         )
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+    def _rewrite_socket(
+        self, flow: http.HTTPFlow, format, connection: Connection, settings
+    ) -> WebSocketWatch:
+        """The watch of a WebSocket flow whose server messages are to be rewritten, when that applies; a
+        plain watch whose record says why not otherwise."""
+        if format is None:
+            watch = WebSocketWatch(connection, settings.websocket_keep)
+            reason = "the connection's format was told by its messages, not its path: it is watched, never rewritten"
+            skipped = [{"name": name, "reason": reason} for name in (*settings.inject, *settings.repair)]
+            watch.record["rewrite"] = {"inject": [], "repair": [], "skipped": skipped}
+            return watch
+        rewriter = MessageRewriter(
+            format, inject=settings.inject, repair=settings.repair, max_calls=settings.limits.max_calls
+        )
+        if not rewriter.applies:
+            watch = WebSocketWatch(connection, settings.websocket_keep)
+            watch.record["rewrite"] = rewriter.report()
+            return watch
+        upstream = Connection(format, path=flow.request.path, limits=settings.limits)
+
+        def inject(content: bytes, is_text: bool) -> None:
+            ctx.master.commands.call("inject.websocket", flow, True, content, is_text)
+
+        return RewriteSocketWatch(connection, settings.websocket_keep, upstream, rewriter, inject)
 
     def _annotate_connection(self, flow: http.HTTPFlow, watch: WebSocketWatch, settled: list[dict]) -> None:
         """A WebSocket flow's record, comment and marker, now that responses were settled (or it ended);

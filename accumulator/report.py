@@ -292,7 +292,9 @@ class ConnectionTally:
                 parts.append(f"{severity}: {', '.join(found)}")
         closed = connection.get("closed")
         if type(closed) is dict and closed.get("code") not in (None, 1000, 1005):  # not a normal closure
-            parts.append(f"closed {closed.get('code')} by {'client' if closed.get('by_client') else 'server'}")
+            parts.append(
+                f"closed {closed.get('code')} by {'client' if closed.get('by_client') else 'server'}"
+            )
         return " | ".join(parts)
 
 

@@ -635,5 +635,18 @@ CONNECTION_SCHEMA: dict[str, Any] = {
             },
         },
         "responses": {"type": "array", "items": {k: v for k, v in RESULT_SCHEMA.items() if k != "$schema"}},
+        "rewrite": {
+            "type": "object",
+            "description": "the addon rewrote the server's messages (toolcall_lens_inject / _repair): what it "
+            "did, and per response the upstream's own messages compared (the responses above are what the "
+            "client got)",
+            "required": ["inject", "repair", "skipped"],
+            "properties": {
+                "inject": {"type": "array", "items": {"type": "string"}},
+                "repair": {"type": "array", "items": {"type": "string"}},
+                "skipped": {"type": "array"},
+                "upstream": {"type": "array", "items": {"type": "object"}},
+            },
+        },
     },
 }

@@ -10,6 +10,8 @@ from accumulator.report import ConnectionTally
 
 from .watch import describe
 
+_UPSTREAM_KEPT = 1000  # responses whose upstream comparison a rewritten connection's record keeps
+
 
 class WebSocketWatch:
     """``message(msg)`` per message (returns the results it settled); ``finish(...)`` at the end."""
@@ -95,3 +97,78 @@ class WebSocketWatch:
             f"toolcall-lens failed on this connection and stopped analysing it: {self.failure}",
             error=self.failure,
         )
+
+
+class RewriteSocketWatch(WebSocketWatch):
+    """A WebSocket flow whose server messages are rewritten (``toolcall_lens_inject`` / ``_repair``).
+
+    Every server message is dropped and what the rewriter makes of it is injected in its place: mitmproxy
+    forwards injected messages in the order they were injected, while a message let through as it came
+    could overtake those still queued. ``connection`` reads what the client got (the injected messages:
+    the flow's record), ``upstream`` what the provider sent (compared in the record's ``rewrite``). If the
+    rewriting fails, the messages after it pass as they come."""
+
+    __slots__ = ("inject", "rewriter", "upstream", "upstream_results")
+
+    def __init__(self, connection: Connection, keep: int, upstream: Connection, rewriter, inject) -> None:
+        super().__init__(connection, keep)
+        self.upstream = upstream
+        self.rewriter = rewriter
+        self.inject = inject  # (content, is_text): sends one message to the client after those sent before
+        self.upstream_results: dict[int, dict] = {}  # position -> the upstream's result, until compared
+
+    def message(self, msg) -> list[dict]:
+        if self.failure is not None:
+            return []
+        try:
+            if msg.injected:  # ours (or another addon's), on its way: what the client gets
+                return self.connection.message(msg.from_client, msg.content, msg.is_text, msg.timestamp)
+            upstream = self.upstream
+            before = upstream.responses
+            for result in upstream.message(msg.from_client, msg.content, msg.is_text, msg.timestamp):
+                self.upstream_results[result["websocket"]["position"]] = result
+            out = self.rewriter.start_response() if upstream.responses != before else []
+            settled: list[dict] = []
+            if msg.from_client:
+                settled = self.connection.message(True, msg.content, msg.is_text, msg.timestamp)
+            else:
+                msg.drop()
+                out += self.rewriter.feed(msg.content)
+            for content in out:
+                self.inject(content, msg.is_text)
+            return settled
+        except Exception as exc:  # noqa: BLE001 - the message must pass whatever happened
+            self._failed(exc)
+            return []
+
+    def finish(self, now: float | None, closed: dict | None) -> list[dict]:
+        if self.failure is None:
+            try:
+                for result in self.upstream.finish(now):
+                    self.upstream_results[result["websocket"]["position"]] = result
+            except Exception as exc:  # noqa: BLE001
+                self._failed(exc)
+        return super().finish(now, closed)
+
+    def refresh(self, settled: list[dict]) -> None:
+        super().refresh(settled)
+        report = self.record.get("rewrite") or {**self.rewriter.report(), "upstream": []}
+        report.update(self.rewriter.report())
+        for result in settled:
+            upstream = self.upstream_results.pop(result["websocket"]["position"], None)
+            if upstream is not None:
+                report["upstream"].append(
+                    {
+                        "position": result["websocket"]["position"],
+                        "calls_same": _calls(upstream) == _calls(result),
+                        "complete": upstream["complete"],
+                        "warnings": [w["code"] for w in upstream["warnings"]],
+                        "compatibility": {k: v["verdict"] for k, v in upstream["compatibility"].items()},
+                    }
+                )
+        del report["upstream"][:-_UPSTREAM_KEPT]
+        self.record["rewrite"] = report
+
+
+def _calls(result: dict) -> list:
+    return [(c["name"], c["arguments"]) for ch in result["choices"] for c in ch["tool_calls"]]

@@ -63,12 +63,15 @@ class WebSocketSupport:
     of unknown format (``obj`` its JSON object) is surely this format's. ``session``: the class that reads
     one connection's messages (``session(connection)`` with ``client(obj, number)`` and
     ``server(obj, number)``): it opens, feeds and closes the connection's responses and hands it the
-    client's evidence (``accumulator.websocket.Connection``).
+    client's evidence (``accumulator.websocket.Connection``). ``rewrite_as``: the HTTP format whose
+    rewriter reads its server messages for the test bench (``accumulator.rewrite.messages``), or None
+    where calls come whole.
     """
 
     paths: tuple[str, ...]
     session: type
     sniff: Callable = _never
+    rewrite_as: str | None = None
     compiled_paths: tuple = ()
 
     def __post_init__(self) -> None:

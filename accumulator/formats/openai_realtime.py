@@ -143,5 +143,8 @@ FORMAT = WireFormat(
     # session.update's session: flat function declarations and a tool choice, as in Responses.
     tools=RESPONSES.tools,
     forced=RESPONSES.forced,
-    websocket=WebSocketSupport(paths=(r"/realtime$",), session=RealtimeSession, sniff=_ws_sniff),
+    # Its call events have the Responses shape (output items, output_index): the same rewriter reads them.
+    websocket=WebSocketSupport(
+        paths=(r"/realtime$",), session=RealtimeSession, sniff=_ws_sniff, rewrite_as="openai-responses"
+    ),
 )

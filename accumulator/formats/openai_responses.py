@@ -344,5 +344,7 @@ FORMAT = WireFormat(
         keys=lambda purpose: ItemKeys(),
         fixups=lambda counts: SequenceNumbers(counts),
     ),
-    websocket=WebSocketSupport(paths=(r"/responses$",), session=ResponsesSession, sniff=_ws_sniff),
+    websocket=WebSocketSupport(
+        paths=(r"/responses$",), session=ResponsesSession, sniff=_ws_sniff, rewrite_as="openai-responses"
+    ),
 )
