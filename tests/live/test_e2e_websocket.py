@@ -10,12 +10,14 @@ connection by the ``X-Test-Case`` header of its upgrade request."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import fake_provider as fp
 import openai
 import pytest
-from lab import start_fake_provider, start_mitmdump
+from lab import BIN, start_fake_provider, start_mitmdump
 from mitmproxy import io as mio
+from streams import without_timing
 from websockets.sync.client import connect
 
 LIVE_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -280,3 +282,35 @@ def test_one_jsonl_record_per_response(session):
         ]
         stored_positions = [r["websocket"]["position"] for r in flow.metadata["toolcall_lens"]["responses"]]
         assert sorted(positions) == stored_positions and positions
+
+
+def test_the_cli_on_the_dump_gives_the_same_responses_as_the_addon(session, tmp_path):
+    """The two front doors agree on every WebSocket response (timing aside: the addon's clock is when each
+    message passed, the CLI's the stored messages' timestamps)."""
+    dump = tmp_path / "ws.mitm"
+    with open(dump, "wb") as f:
+        writer = mio.FlowWriter(f)
+        for flow in session["flows"].values():
+            writer.add(flow)
+    done = subprocess.run(
+        [str(BIN / "toolcall-lens"), "--json", str(dump)], capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode in (0, 1), done.stderr.decode()
+    from_dump = {
+        (r["source"]["flow_id"], r["websocket"]["position"]): r for r in json.loads(done.stdout)["results"]
+    }
+    live = {
+        (flow.id, r["websocket"]["position"]): r
+        for flow in session["flows"].values()
+        for r in flow.metadata["toolcall_lens"]["responses"]
+    }
+    assert set(from_dump) == set(live) and len(live) >= 15
+
+    def comparable(result):
+        out = without_timing(result)
+        out.pop("source", None)
+        out["warnings"] = [w for w in out["warnings"] if w["code"] != "stalled"]
+        return out
+
+    differ = [key for key in live if comparable(live[key]) != comparable(from_dump[key])]
+    assert differ == [], [(comparable(live[k]), comparable(from_dump[k])) for k in differ[:1]]
