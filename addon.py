@@ -28,10 +28,9 @@ from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
-from accumulator.echo import ObservedCalls
+from accumulator.echo import ObservedCalls, add_evidence
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
-from accumulator.result import add_warnings
 from accumulator.rewrite.messages import MessageRewriter
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
@@ -51,7 +50,7 @@ class ToolcallLens:
         self.watches: dict[str, StreamWatch | RewriteWatch] = {}  # flow id -> its callable, until it ends
         self.sockets: dict[str, WebSocketWatch] = {}  # flow id -> its WebSocket watch, until it ends
         self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
-        # flow id -> its request's echo warnings, until the flow is annotated
+        # flow id -> its request's echo warnings and evidence summary, until the flow is annotated
         self.echo_warnings: dict[str, list[dict]] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
@@ -85,15 +84,16 @@ class ToolcallLens:
     def request(self, flow: http.HTTPFlow) -> None:
         # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
         found = formats.path_format(flow.request.path)
-        if found is None or not self._host_watched(flow) or not len(self.observed):
+        if found is None or not self._host_watched(flow):
             return
         try:
-            echoes = self.observed.check(flow.request.get_content(strict=False), found[0])
+            echoes, evidence = self.observed.examine(flow.request.get_content(strict=False), found[0])
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
             return
+        # Kept even when all is well: the result then says what was checked ("evidence"), or why nothing.
+        self.echo_warnings[flow.id] = (echoes, evidence)
         if echoes:
-            self.echo_warnings[flow.id] = echoes
             self._link_earlier_flows(flow, echoes)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -377,8 +377,8 @@ class ToolcallLens:
 
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
         echoes = self.echo_warnings.pop(flow.id, None)
-        if echoes:
-            add_warnings(result, echoes)
+        if echoes is not None:
+            add_evidence(result, *echoes)
         self.observed.record(result, flow.id)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from . import formats
-from .echo import ObservedCalls
+from .echo import ObservedCalls, add_evidence
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import Limits
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
         if job.echo_request is not None:
-            add_warnings(result, observed.check(job.echo_request, job.exchange.format))
+            add_evidence(result, *observed.examine(job.echo_request, job.exchange.format))
             observed.record(result, job.source["flow_id"])
         done.append((job.title, result))
     results = [result for _, result in done]

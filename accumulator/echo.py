@@ -19,6 +19,7 @@ import orjson
 
 from . import formats
 from .request import decoded
+from .result import add_warnings
 from .warnings import WarningLog
 
 DEFAULT_INDEX_SIZE = 10_000
@@ -92,9 +93,17 @@ class ObservedCalls:
     def check(self, request, format: str | None = None) -> list[dict]:
         """The warnings a request's echoes earn (empty when it echoes nothing we observed); ``format``: the
         shape it is read in (None: any)."""
+        return self.examine(request, format)[0]
+
+    def examine(self, request, format: str | None = None) -> tuple[list[dict], dict]:
+        """The warnings a request's echoes earn, and what the check did (a result's ``evidence``):
+        ``checked`` (echoed calls and results read), ``matched`` (echoed calls that agree with what was
+        streamed), ``unanswered`` (calls of an earlier response the request answers in part, left out),
+        ``unknown`` (ids never streamed, in a conversation whose calls were), ``earlier_flows``; or, when
+        nothing could be checked, ``reason``."""
         echoed, results = extract_echoes(request, format)
         if not echoed and not results:
-            return []
+            return [], _no_evidence("the request echoes no tool call and answers none")
         warnings = WarningLog()
         known_turns = set()
         matched: list[tuple[EchoedCall, ObservedCall]] = []
@@ -110,8 +119,7 @@ class ObservedCalls:
             elif (parts := self._glued_ids(call.id)) is not None:
                 glued.append((call, parts))
                 known_turns.add(call.turn)
-        for call, observed in matched:
-            self._compare(call, observed, warnings)
+        agreeing = sum(1 for call, observed in matched if self._compare(call, observed, warnings))
         for call, parts in glued:
             first = parts[0]
             warnings.add(
@@ -124,26 +132,69 @@ class ObservedCalls:
                 observed={"name": first.name, "arguments": first.arguments},
                 echoed={"name": call.name, "arguments": call.arguments},
             )
-        if known_turns:  # ids never seen in a conversation whose other calls were
+        answered = [self._calls[i] for i in results if i in self._calls]
+        for observed in answered:
+            self._calls.move_to_end(observed.id)
+        unknown: list[str] = []
+        if known_turns or answered:  # ids never seen in a conversation whose other calls were
             echoed_ids = {c.id for c in echoed}
             unknown = [c.id for c in echoed if c.turn in known_turns and c.id and self._unseen(c.id)]
             unknown += [i for i in results if i not in echoed_ids and self._unseen(i)]
-            for call_id in dict.fromkeys(unknown):
+            unknown = list(dict.fromkeys(unknown))
+            for call_id in unknown:
                 warnings.add(
                     "unknown-tool-call-id",
                     f"the client's request names tool call id {call_id!r}, never seen in a response",
                     id=call_id,
                 )
-        return warnings.to_list()
+        unanswered = self._unanswered(echoed, results, matched, answered, warnings)
+        earlier = list(dict.fromkeys(o.flow_id for o in [*(o for _, o in matched), *answered]))
+        if not earlier and not glued and not unknown:
+            reason = "the calls it echoes or answers were never streamed through this proxy (a conversation begun elsewhere)"
+            return warnings.to_list(), _no_evidence(reason, checked=len(echoed) + len(results))
+        return warnings.to_list(), {
+            "checked": len(echoed) + len(results),
+            "matched": agreeing,
+            "unanswered": unanswered,
+            "unknown": unknown,
+            "earlier_flows": earlier,
+            "reason": None,
+        }
+
+    def _unanswered(self, echoed, results, matched, answered, warnings: WarningLog) -> list[str]:
+        """The calls of each earlier response this request answers in part that it leaves out: a client
+        that dropped a call (it ran and answered its siblings, never it)."""
+        result_ids = set(results)
+        referenced = {o.flow_id for _, o in matched} | {o.flow_id for o in answered}
+        missing: list[str] = []
+        for flow_id in referenced:
+            siblings = self.siblings(flow_id)
+            ids = {o.id for o in siblings}
+            # Formats with result ids say which calls were answered; else the echoes are all there is.
+            answered_here = (result_ids & ids) or ({c.id for c in echoed} & ids)
+            for observed in siblings:
+                if observed.id in answered_here:
+                    continue
+                missing.append(observed.id)
+                warnings.add(
+                    "unanswered-call",
+                    f"the client answered {len(answered_here)} of the calls flow {flow_id} streamed but never "
+                    f"call {observed.id} ({observed.name}): a dropped call",
+                    id=observed.id,
+                    name=observed.name,
+                    earlier_flow=flow_id,
+                )
+        return missing
 
     def _unseen(self, call_id: str) -> bool:
         return call_id not in self._calls and self._glued_ids(call_id) is None
 
-    def _compare(self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog) -> None:
+    def _compare(self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog) -> bool:
+        """Whether the echo agrees with what was streamed; a warning when it does not."""
         name_ok = call.name == observed.name
         arguments_ok = observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
         if name_ok and arguments_ok:
-            return
+            return True
         siblings = self.siblings(observed.flow_id)
         details: dict = {}
         problems = []
@@ -169,11 +220,30 @@ class ObservedCalls:
             echoed={"name": call.name, "arguments": call.arguments},
             **details,
         )
+        return False
 
     def _glued_ids(self, call_id: str) -> list[ObservedCall] | None:
         """The observed calls whose ids, concatenated, make ``call_id`` (two or more), or None."""
         pieces = _segment(call_id, self._calls, min_parts=2)
         return [self._calls[p] for p in pieces] if pieces else None
+
+
+def add_evidence(result: dict, warnings: list[dict], evidence: dict) -> None:
+    """Put what a request's echo check found on the result of the response it got: its warnings (through
+    the result's warning log) and ``evidence``, the summary of the check."""
+    add_warnings(result, warnings)
+    result["evidence"] = evidence
+
+
+def _no_evidence(reason: str, checked: int = 0) -> dict:
+    return {
+        "checked": checked,
+        "matched": 0,
+        "unanswered": [],
+        "unknown": [],
+        "earlier_flows": [],
+        "reason": reason,
+    }
 
 
 def _same_arguments(echoed: str, observed: str) -> bool:

@@ -81,6 +81,7 @@ class Result(TypedDict, total=False):
     rewrite: dict
     source: dict
     websocket: dict
+    evidence: dict
 
 
 def _result(
@@ -541,6 +542,22 @@ RESULT_SCHEMA: dict[str, Any] = {
                         "compatibility": {"type": "object"},
                     },
                 },
+            },
+        },
+        "evidence": {
+            "type": "object",
+            "description": "what checking the request's echoes against earlier responses did (the addon, and "
+            "the CLI on a dump): calls checked, matched, unanswered, unknown, the earlier flows; or why nothing "
+            "could be checked",
+            "required": ["checked", "matched", "unanswered", "unknown", "earlier_flows", "reason"],
+            "additionalProperties": False,
+            "properties": {
+                "checked": {"type": "integer", "minimum": 0},
+                "matched": {"type": "integer", "minimum": 0},
+                "unanswered": {"type": "array", "items": {"type": "string"}},
+                "unknown": {"type": "array", "items": {"type": "string"}},
+                "earlier_flows": {"type": "array", "items": {"type": "string"}},
+                "reason": {"type": ["string", "null"]},
             },
         },
         "websocket": {

@@ -98,7 +98,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "unanswered-call": (
         "warning",
-        "the client answered some of a response's calls but never this one: a dropped call (WebSocket evidence)",
+        "the client answered some of a response's calls but never this one: a dropped call",
     ),
     "cancelled-call-answered": (
         "warning",

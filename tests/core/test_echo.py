@@ -80,7 +80,11 @@ def test_a_concatenated_name_is_named_as_such():
 def test_ids_glued_from_observed_ids_are_caught():
     glued = [{**RIGHT[0], "id": "call_abccall_abc"}, RIGHT[1]]
     found = observed(PRODUCTION).check(chat_follow_up(glued))
-    assert [w["code"] for w in found] == ["client-misassembled"]
+    # call_abc itself was never answered: the client answered a glued id in its place.
+    assert [(w["code"], w["id"]) for w in found] == [
+        ("client-misassembled", "call_abccall_abc"),
+        ("unanswered-call", "call_abc"),
+    ]
     assert found[0]["glued_ids"] == ["call_abc", "call_abc"]
 
 
@@ -90,6 +94,7 @@ def test_unknown_ids_only_in_a_conversation_we_saw():
     assert [(w["code"], w["severity"], w["id"]) for w in found] == [
         ("unknown-tool-call-id", "info", "call_made_up"),
         ("unknown-tool-call-id", "info", "call_other"),
+        ("unanswered-call", "warning", "call_xyz"),  # the call the made-up id stood in for
     ]
     # History from elsewhere: no id of it was ever observed, so nothing is said.
     foreign = [
@@ -262,3 +267,44 @@ def test_anthropic_echo_of_a_spliced_call_is_caught():
     found = observed(result).check(json.dumps(request))
     assert [w["id"] for w in found] == ["toolu_01A9sWq3Lk7Zr2Vb8Nx4Pd6T"]
     assert warning({"warnings": found}, "client-misassembled")["echoed"]["arguments"] == "{}"
+
+
+def test_a_call_left_out_of_a_follow_up_that_answers_its_sibling_is_a_dropped_call():
+    # opencode under collide-index: it ran and answered the first call, never the second.
+    warnings, evidence = observed(PRODUCTION).examine(chat_follow_up(RIGHT[:1], ["call_abc"]))
+    assert [(w["code"], w["severity"], w["id"], w["earlier_flow"]) for w in warnings] == [
+        ("unanswered-call", "warning", "call_xyz", "flow-0")
+    ]
+    assert evidence["unanswered"] == ["call_xyz"] and evidence["matched"] == 1
+
+
+def test_a_call_echoed_but_never_answered_is_unanswered_too():
+    warnings, _ = observed(PRODUCTION).examine(chat_follow_up(RIGHT, ["call_abc"]))
+    assert [(w["code"], w["id"]) for w in warnings] == [("unanswered-call", "call_xyz")]
+
+
+def test_results_alone_are_evidence():
+    # Responses with previous_response_id: the follow-up carries only function_call_output items.
+    responses = analyze((DATA / "openai_responses_parallel.sse").read_bytes(), "openai-responses")
+    ids = [c["id"] for c in responses["choices"][0]["tool_calls"]]
+    follow_up = {"input": [{"type": "function_call_output", "call_id": ids[0], "output": "ok"}]}
+    warnings, evidence = observed(responses).examine(json.dumps(follow_up).encode(), "openai-responses")
+    assert [(w["code"], w["id"]) for w in warnings] == [("unanswered-call", ids[1])]
+    assert evidence["checked"] == 1 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_a_correct_echo_leaves_a_trace_and_so_does_a_check_that_could_not_be_made():
+    _, right = observed(PRODUCTION).examine(chat_follow_up(RIGHT))
+    assert right == {
+        "checked": 4,
+        "matched": 2,
+        "unanswered": [],
+        "unknown": [],
+        "earlier_flows": ["flow-0"],
+        "reason": None,
+    }
+    _, nothing = observed(PRODUCTION).examine(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    assert nothing["checked"] == 0 and "echoes no tool call" in nothing["reason"]
+    foreign = [{"id": "call_1", "name": "f", "arguments": "{}"}]
+    _, elsewhere = observed(PRODUCTION).examine(chat_follow_up(foreign))
+    assert elsewhere["checked"] == 2 and "begun elsewhere" in elsewhere["reason"]

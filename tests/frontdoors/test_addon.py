@@ -524,3 +524,59 @@ def test_index_size_option_bounds_the_index(lens):
         assert len(lens.observed) == 1
         with pytest.raises(exceptions.OptionsError):
             tctx.configure(lens, toolcall_lens_index_size=-1)
+
+
+def chat_turn(calls: list[tuple[str, str, str]], answered: list[str]) -> dict:
+    """A follow-up request: the assistant's calls echoed, and tool results for ``answered``."""
+    return {
+        "model": "m",
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": "Find the circulars and my profile."},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in calls
+                ],
+            },
+            *({"role": "tool", "tool_call_id": i, "content": "ok"} for i in answered),
+        ],
+    }
+
+
+PRODUCTION_CALLS = [
+    ("call_abc", "search_circulars", '{"query": "RBI circulars"}'),
+    ("call_xyz", "get_user_profile", '{"user_id": "u123"}'),
+]
+
+
+def test_a_follow_up_that_drops_a_call_is_flagged_and_a_correct_one_says_it_was_checked(lens):
+    earlier = llm_flow()
+    stream_through(lens, earlier, PRODUCTION)
+    dropped = llm_flow(request=chat_turn(PRODUCTION_CALLS[:1], ["call_abc"]))
+    lens.request(dropped)
+    stream_through(lens, dropped, CLEAN)
+    result = dropped.metadata["toolcall_lens"]
+    found = [w for w in result["warnings"] if w["code"] == "unanswered-call"]
+    assert [(w["id"], w["earlier_flow"]) for w in found] == [("call_xyz", earlier.id)] and dropped.marked
+    assert result["evidence"]["unanswered"] == ["call_xyz"]
+
+    right = llm_flow(request=chat_turn(PRODUCTION_CALLS, ["call_abc", "call_xyz"]))
+    lens.request(right)
+    stream_through(lens, right, CLEAN)
+    result = right.metadata["toolcall_lens"]
+    assert result["evidence"] == {
+        "checked": 4,
+        "matched": 2,
+        "unanswered": [],
+        "unknown": [],
+        "earlier_flows": [earlier.id],
+        "reason": None,
+    }
+    assert not [w for w in result["warnings"] if w["severity"] == "warning"] and not right.marked
+
+    first = llm_flow()  # a first request: nothing to check, and the result says so
+    lens.request(first)
+    stream_through(lens, first, CLEAN)
+    assert "echoes no tool call" in first.metadata["toolcall_lens"]["evidence"]["reason"]
