@@ -12,7 +12,7 @@ calls were.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import orjson
@@ -23,6 +23,7 @@ from .result import add_warnings
 from .warnings import WarningLog
 
 DEFAULT_INDEX_SIZE = 10_000
+ANONYMOUS_RESPONSES = 256  # recent responses whose calls carry no id, kept for matching by position and name
 _SPLICE_CAP = 4096  # longest arguments the splice check looks at (its work is quadratic)
 
 
@@ -52,6 +53,9 @@ class ObservedCalls:
         self.size = size
         self._calls: OrderedDict[str, ObservedCall] = OrderedDict()
         self._by_flow: dict[str, list[str]] = {}
+        # Responses whose calls carry no id (Gemini): their calls in order, newest last, matched to a
+        # request's echoes by turn, position and name.
+        self._anonymous: deque[tuple[str, str, list[ObservedCall]]] = deque(maxlen=ANONYMOUS_RESPONSES)
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -62,8 +66,20 @@ class ObservedCalls:
     def record(self, result: dict, flow_id: str) -> None:
         """Remember the calls of one reconstructed response."""
         ids = []
+        anonymous: list[ObservedCall] = []
         for choice in result.get("choices") or ():
             for call in choice["tool_calls"]:
+                if not call["id"]:
+                    anonymous.append(
+                        ObservedCall(
+                            "",
+                            call["name"],
+                            call["arguments"],
+                            flow_id,
+                            result["format"],
+                            bool(call.get("arguments_truncated")),
+                        )
+                    )
                 # A call whose arguments were cut at the cap is known by its id (its echo is no unknown id)
                 # but its arguments are not compared with the echo's.
                 if call["id"]:
@@ -79,6 +95,8 @@ class ObservedCalls:
                     ids.append(call["id"])
         if ids:
             self._by_flow[flow_id] = ids
+        if anonymous:
+            self._anonymous.append((flow_id, result["format"], anonymous))
         while len(self._calls) > self.size:
             old_id, old = self._calls.popitem(last=False)
             siblings = self._by_flow.get(old.flow_id)
@@ -132,6 +150,12 @@ class ObservedCalls:
                 observed={"name": first.name, "arguments": first.arguments},
                 echoed={"name": call.name, "arguments": call.arguments},
             )
+        by_position = self._match_anonymous(
+            [c for c in echoed if (c.id is None or c.id not in self._calls) and c not in glued_calls(glued)],
+            format,
+            warnings,
+        )
+        agreeing += by_position[0]
         answered = [self._calls[i] for i in results if i in self._calls]
         for observed in answered:
             self._calls.move_to_end(observed.id)
@@ -148,7 +172,9 @@ class ObservedCalls:
                     id=call_id,
                 )
         unanswered = self._unanswered(echoed, results, matched, answered, warnings)
-        earlier = list(dict.fromkeys(o.flow_id for o in [*(o for _, o in matched), *answered]))
+        earlier = list(
+            dict.fromkeys([*(o.flow_id for o in [*(o for _, o in matched), *answered]), *by_position[1]])
+        )
         if not earlier and not glued and not unknown:
             reason = "the calls it echoes or answers were never streamed through this proxy (a conversation begun elsewhere)"
             return warnings.to_list(), _no_evidence(reason, checked=len(echoed) + len(results))
@@ -160,6 +186,74 @@ class ObservedCalls:
             "earlier_flows": earlier,
             "reason": None,
         }
+
+    def _match_anonymous(
+        self, echoed: list[EchoedCall], format, warnings: WarningLog
+    ) -> tuple[int, list[str]]:
+        """Echoed calls that no id ties to a stream (Gemini streams carry none; Gemini CLI makes its own):
+        each model turn of them is matched to the newest response without ids whose calls have the same
+        names in the same positions, or whose names the echoed ones are glued from; then compared position
+        by position. Returns (calls that agree, the earlier flows matched)."""
+        if not echoed or not self._anonymous:
+            return 0, []
+        turns: dict[int, list[EchoedCall]] = {}
+        for call in echoed:
+            turns.setdefault(call.turn, []).append(call)
+        agreeing, flows, used = 0, [], set()
+        for turn in sorted(turns, reverse=True):  # the newest turn first: it answers the newest response
+            calls = turns[turn]
+            found = self._anonymous_response(calls, format, used)
+            if found is None:
+                continue
+            flow_id, observed = found
+            used.add(flow_id)
+            flows.append(flow_id)
+            names = {o.name for o in observed if o.name}
+            for position, call in enumerate(calls):
+                twin = observed[position] if position < len(observed) else None
+                if twin is not None and call.name == twin.name:
+                    agreeing += self._compare(call, twin, warnings, position=position)
+                    continue
+                pieces = _segment(call.name or "", names)
+                warnings.add(
+                    "client-misassembled",
+                    f"call {position} of flow {flow_id} (matched by position and name, the stream named no "
+                    f"ids): the client echoed it as {call.name!r}"
+                    + (f", a concatenation of {' + '.join(pieces)}" if pieces and len(pieces) > 1 else ""),
+                    id=call.id,
+                    position=position,
+                    earlier_flow=flow_id,
+                    observed={"name": twin.name, "arguments": twin.arguments} if twin else None,
+                    echoed={"name": call.name, "arguments": call.arguments},
+                    **({"name_concatenation": pieces} if pieces and len(pieces) > 1 else {}),
+                )
+            if len(calls) < len(observed) and all(
+                p < len(observed) and c.name == observed[p].name for p, c in enumerate(calls)
+            ):
+                for position in range(len(calls), len(observed)):
+                    warnings.add(
+                        "unanswered-call",
+                        f"the client echoed {len(calls)} of the {len(observed)} calls flow {flow_id} streamed "
+                        f"but never call {position} ({observed[position].name}): a dropped call",
+                        id=None,
+                        position=position,
+                        name=observed[position].name,
+                        earlier_flow=flow_id,
+                    )
+        return agreeing, flows
+
+    def _anonymous_response(self, calls: list[EchoedCall], format, used) -> tuple[str, list] | None:
+        names = [c.name for c in calls]
+        glued_from = None
+        for flow_id, wire, observed in reversed(self._anonymous):
+            if flow_id in used or (format is not None and wire != format):
+                continue
+            streamed = [o.name for o in observed]
+            if streamed[: len(names)] == names:
+                return flow_id, observed
+            if glued_from is None and all(n in streamed or _glued_name(n, streamed) for n in names):
+                glued_from = (flow_id, observed)
+        return glued_from
 
     def _unanswered(self, echoed, results, matched, answered, warnings: WarningLog) -> list[str]:
         """The calls of each earlier response this request answers in part that it leaves out: a client
@@ -189,14 +283,18 @@ class ObservedCalls:
     def _unseen(self, call_id: str) -> bool:
         return call_id not in self._calls and self._glued_ids(call_id) is None
 
-    def _compare(self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog) -> bool:
+    def _compare(
+        self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog, position: int | None = None
+    ) -> bool:
         """Whether the echo agrees with what was streamed; a warning when it does not."""
         name_ok = call.name == observed.name
         arguments_ok = observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
         if name_ok and arguments_ok:
             return True
-        siblings = self.siblings(observed.flow_id)
-        details: dict = {}
+        siblings = (
+            self.siblings(observed.flow_id) if observed.id else self._anonymous_siblings(observed.flow_id)
+        )
+        details: dict = {} if position is None else {"position": position}
         problems = []
         if not name_ok:
             problems.append(f"name {call.name!r} instead of {observed.name!r}")
@@ -222,10 +320,23 @@ class ObservedCalls:
         )
         return False
 
+    def _anonymous_siblings(self, flow_id: str) -> list[ObservedCall]:
+        return next((calls for f, _, calls in self._anonymous if f == flow_id), [])
+
     def _glued_ids(self, call_id: str) -> list[ObservedCall] | None:
         """The observed calls whose ids, concatenated, make ``call_id`` (two or more), or None."""
         pieces = _segment(call_id, self._calls, min_parts=2)
         return [self._calls[p] for p in pieces] if pieces else None
+
+
+def _glued_name(name: str | None, names) -> bool:
+    """Whether ``name`` is two or more of ``names`` glued together."""
+    pieces = _segment(name or "", set(names))
+    return pieces is not None and len(pieces) > 1
+
+
+def glued_calls(glued: list) -> list:
+    return [call for call, _ in glued]
 
 
 def add_evidence(result: dict, warnings: list[dict], evidence: dict) -> None:

@@ -308,3 +308,81 @@ def test_a_correct_echo_leaves_a_trace_and_so_does_a_check_that_could_not_be_mad
     foreign = [{"id": "call_1", "name": "f", "arguments": "{}"}]
     _, elsewhere = observed(PRODUCTION).examine(chat_follow_up(foreign))
     assert elsewhere["checked"] == 2 and "begun elsewhere" in elsewhere["reason"]
+
+
+# Gemini streams name no call ids, and Gemini CLI makes its own (run_shell_command_<ms>_0): its echoes are
+# matched by turn, position and name.
+GEMINI_NO_IDS = analyze(
+    json.dumps(
+        [
+            {
+                "candidates": [
+                    {
+                        "content": {
+                            "role": "model",
+                            "parts": [
+                                {"functionCall": {"name": "run_shell_command", "args": {"command": "ls"}}},
+                                {"functionCall": {"name": "read_file", "args": {"path": "a.txt"}}},
+                            ],
+                        },
+                        "finishReason": "STOP",
+                    }
+                ]
+            }
+        ]
+    ).encode(),
+    "gemini",
+)
+
+
+def gemini_follow_up(calls: list[tuple[str, dict]], answered: int | None = None) -> bytes:
+    """Gemini CLI's next request: the model turn's calls with ids of its own, and their responses."""
+    ids = [f"{name}_1767225600000_{n}" for n, (name, _) in enumerate(calls)]
+    answered = len(calls) if answered is None else answered
+    return json.dumps(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "list and read"}]},
+                {
+                    "role": "model",
+                    "parts": [
+                        {"functionCall": {"id": i, "name": n, "args": a}}
+                        for i, (n, a) in zip(ids, calls, strict=True)
+                    ],
+                },
+                {
+                    "role": "user",
+                    "parts": [
+                        {"functionResponse": {"id": i, "name": n, "response": {"output": "ok"}}}
+                        for i, (n, _) in list(zip(ids, calls, strict=True))[:answered]
+                    ],
+                },
+            ]
+        }
+    ).encode()
+
+
+def test_gemini_echoes_are_matched_by_position_and_name():
+    assert [c["id"] for c in GEMINI_NO_IDS["choices"][0]["tool_calls"]] == [None, None]
+    right = [("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"})]
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(gemini_follow_up(right), "gemini")
+    assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_a_gemini_echo_with_a_glued_name_and_wrong_arguments_is_caught():
+    glued = [("run_shell_commandread_file", {"command": "ls", "path": "a.txt"})]
+    warnings, _ = observed(GEMINI_NO_IDS).examine(gemini_follow_up(glued), "gemini")
+    (found,) = [w for w in warnings if w["code"] == "client-misassembled"]
+    assert found["name_concatenation"] == ["run_shell_command", "read_file"]
+    assert found["earlier_flow"] == "flow-0" and found["position"] == 0
+    wrong = [("run_shell_command", {"command": "rm -rf /"}), ("read_file", {"path": "a.txt"})]
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(gemini_follow_up(wrong), "gemini")
+    assert [(w["code"], w["position"]) for w in warnings] == [("client-misassembled", 0)]
+    assert evidence["matched"] == 1
+
+
+def test_a_gemini_client_that_drops_a_call_is_caught():
+    warnings, _ = observed(GEMINI_NO_IDS).examine(
+        gemini_follow_up([("run_shell_command", {"command": "ls"})]), "gemini"
+    )
+    assert [(w["code"], w["name"], w["position"]) for w in warnings] == [("unanswered-call", "read_file", 1)]
