@@ -362,7 +362,8 @@ class ToolcallLens:
             links = earlier.metadata.setdefault("toolcall_lens_echoes", [])
             if not any(link["flow_id"] == flow.id for link in links):
                 links.append({"flow_id": flow.id, "code": warning["code"], "ids": []})
-                earlier.comment = f"{earlier.comment} | echoed wrong by flow {flow.id}".lstrip(" |")
+                said = "a call dropped by" if warning["code"] == "unanswered-call" else "echoed wrong by"
+                earlier.comment = f"{earlier.comment} | {said} flow {flow.id}".lstrip(" |")
                 changed.append(earlier)
             next(link for link in links if link["flow_id"] == flow.id)["ids"].append(warning.get("id"))
         if changed:

@@ -580,3 +580,20 @@ def test_a_follow_up_that_drops_a_call_is_flagged_and_a_correct_one_says_it_was_
     lens.request(first)
     stream_through(lens, first, CLEAN)
     assert "echoes no tool call" in first.metadata["toolcall_lens"]["evidence"]["reason"]
+
+
+def test_the_earlier_flow_of_a_dropped_call_says_so():
+    from mitmproxy.addons.view import View
+
+    lens = addon_module.ToolcallLens()
+    view = View()
+    with taddons.context(lens, view):
+        earlier = llm_flow()
+        view.add([earlier])
+        stream_through(lens, earlier, PRODUCTION)
+        dropped = llm_flow(request=chat_turn(PRODUCTION_CALLS[:1], ["call_abc"]))
+        lens.request(dropped)
+    assert earlier.comment.endswith(f"| a call dropped by flow {dropped.id}")
+    assert earlier.metadata["toolcall_lens_echoes"] == [
+        {"flow_id": dropped.id, "code": "unanswered-call", "ids": ["call_xyz"]}
+    ]
