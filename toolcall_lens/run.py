@@ -56,9 +56,9 @@ STARTUP = 60.0  # seconds mitmproxy gets to listen (its first start makes the CA
 # stand-in runs it directly (no sudo needed), and drops the one line it logs as an error when it cannot
 # raise RLIMIT_MEMLOCK (kernels since 5.11 charge BPF memory to the cgroup; the limit no longer matters),
 # which would otherwise make mitmdump give up at start-up.
-SUDO_STAND_IN = """#!/bin/sh
+SUDO_STAND_IN = """#!/usr/bin/env bash
 while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
-"$@" 2>&1 >&3 3>&- | grep --line-buffered -v 'remove limit on locked memory' >&2
+exec "$@" 2> >(grep --line-buffered -v 'remove limit on locked memory' >&2)
 """
 # Local capture mode on a host without cgroup2 at /sys/fs/cgroup (cgroup v1 or hybrid): the redirector
 # attaches its eBPF program there, so mitmdump runs in a private mount namespace where it is mounted.
