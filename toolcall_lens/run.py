@@ -496,13 +496,8 @@ def local_mode_unavailable() -> str | None:
     redirector = Path(sys.executable).parent / "mitmproxy-linux-redirector"
     if not redirector.exists() and shutil.which("mitmproxy-linux-redirector") is None:
         return "mitmproxy-linux-redirector is not installed (pip install mitmproxy-linux)"
-    try:
-        import mitmproxy_rs.local
-
-        reason = mitmproxy_rs.local.LocalRedirector.unavailable_reason()
-    except ImportError:
-        reason = "mitmproxy_rs has no local redirector here"
-    return reason
+    # Anything else the kernel refuses (no eBPF, no TUN) stops mitmdump at start-up: its line is shown.
+    return None
 
 
 def cgroup2_at_root() -> bool:
