@@ -312,3 +312,25 @@ def test_local_mode_captures_the_agent_by_pid_without_proxy_variables(provider, 
 def test_local_mode_without_root_is_one_line_and_status_2(tmp_path):
     done = run(tmp_path, "--mode", "local", "--", "true")
     assert done.returncode == 2 and done.stderr.startswith("toolcall-lens run: --mode local: ")
+
+
+def test_web_keeps_mitmweb_on_loopback_after_the_agent_until_ctrl_c(tmp_path):
+    process = subprocess.Popen(
+        [TOOLCALL_LENS, "run", "--web", "--dir", str(tmp_path / "run"), "--", "true"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = process.stderr.readline()
+        assert line.startswith("toolcall-lens run: mitmweb at http://127.0.0.1:") and "/?token=" in line
+        assert "mitmweb stays at" in process.stderr.readline()
+        assert "mitmweb" in mitmdumps_of(tmp_path)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, err  # the agent's status
+    assert "mitmweb" not in mitmdumps_of(tmp_path)
