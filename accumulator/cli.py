@@ -5,6 +5,9 @@ result per LLM flow in it, one per response of a WebSocket flow; or a WebSocket 
 messages (``{"from_client": true, "text": "..."}``): one result per response. Exit status: 0 when no result has a warning of severity "warning", 1 when
 one has, 2 on a usage or input error (nothing is analysed then).
 
+``toolcall-lens run [OPTIONS] -- AGENT ARGS...`` runs an agent behind mitmdump with the addon and reports
+(``toolcall_lens/run.py``).
+
 ``--inject``/``--repair`` with ``--output OUT`` rewrite one raw stream as the proxy would (a hostile
 fixture for a client's own tests, or a repaired one), write it to OUT and report on what OUT holds.
 """
@@ -611,6 +614,12 @@ def _iso(timestamp: float) -> str:
 
 
 def run() -> None:
+    if sys.argv[1:2] == ["run"]:
+        # `toolcall-lens run -- AGENT`: a subcommand only as the first word (a file named `run` is read as
+        # `./run`). It drives mitmproxy processes, so it lives with the addon's package, not in the core.
+        from toolcall_lens.run import main as run_agent
+
+        sys.exit(run_agent(sys.argv[2:]))
     try:
         code = main()
         sys.stdout.flush()

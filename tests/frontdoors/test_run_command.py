@@ -1,0 +1,65 @@
+"""`toolcall-lens run`'s command line without starting a process: the dispatch (a subcommand only as the
+first word; a file named `run` is `./run`), the agent's words, the environment the agent gets, the bundle."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from streams import DATA
+
+from toolcall_lens import run as run_command
+
+
+def test_run_as_the_first_word_is_the_subcommand_and_a_file_named_run_is_read_as_dot_slash_run(tmp_path):
+    (tmp_path / "run").write_bytes((DATA / "production_interleaved.sse").read_bytes())
+    script = [sys.executable, "-c", "from accumulator.cli import run; run()"]
+    as_file = subprocess.run([*script, "./run"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert as_file.returncode == 1 and "recency-misroute" in as_file.stdout
+    as_command = subprocess.run([*script, "run"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert as_command.returncode == 2 and "no agent to run" in as_command.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, agent",
+    [
+        (["--", "agent", "--mode", "x"], ["agent", "--mode", "x"]),
+        (["--timeout", "5", "agent", "-w", "x"], ["agent", "-w", "x"]),
+        (["--mode", "local", "--", "codex", "--", "y"], ["codex", "--", "y"]),
+    ],
+)
+def test_the_agents_words_are_its_own(argv, agent):
+    _, words = run_command._parse(argv)
+    assert words == agent
+
+
+def test_the_agent_gets_the_proxy_everywhere_no_no_proxy_and_the_bundle_in_every_ca_variable(tmp_path):
+    bundle = tmp_path / "bundle.pem"
+    env = run_command.agent_env({"NO_PROXY": "127.0.0.1", "no_proxy": "localhost", "KEEP": "1"}, 8123, bundle)
+    assert {env[name] for name in run_command.PROXY_VARIABLES} == {"http://127.0.0.1:8123"}
+    assert "NO_PROXY" not in env and "no_proxy" not in env and env["KEEP"] == "1"
+    assert {env[name] for name in run_command.CA_VARIABLES} == {str(bundle)}
+    local = run_command.agent_env({"NO_PROXY": "x"}, None, bundle)  # local mode: no proxy variable added
+    assert "HTTP_PROXY" not in local and local["NO_PROXY"] == "x" and local["SSL_CERT_FILE"] == str(bundle)
+
+
+def test_the_bundle_is_the_system_roots_then_mitmproxys_ca(tmp_path):
+    (tmp_path / "mitmproxy-ca-cert.pem").write_bytes(
+        b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
+    )
+    bundle = run_command.ca_bundle(tmp_path, tmp_path / "bundle.pem", wait=0)
+    data = bundle.read_bytes()
+    assert data.endswith(b"CA\n-----END CERTIFICATE-----\n") and data.count(b"BEGIN CERTIFICATE") > 1
+
+
+def test_a_missing_ca_is_said(tmp_path):
+    with pytest.raises(run_command.RunError, match="made no CA certificate"):
+        run_command.ca_bundle(tmp_path, tmp_path / "bundle.pem", wait=0)
+
+
+def test_the_addon_is_found_next_to_the_package():
+    assert (
+        run_command.addon_path().name == "addon.py"
+        and (run_command.addon_path().parent / "toolcall_lens").is_dir()
+    )
