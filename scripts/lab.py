@@ -99,9 +99,11 @@ def start_listening(name: str, argv: list[str], pattern: str) -> tuple[Process, 
     return process, port
 
 
-def start_fake_provider(delay: float = 0.02) -> tuple[Process, int]:
-    """scripts/fake_provider on 127.0.0.1, a free port, ``delay`` seconds between events."""
+def start_fake_provider(delay: float = 0.02, *extra: str) -> tuple[Process, int]:
+    """scripts/fake_provider on 127.0.0.1, a free port, ``delay`` seconds between events; ``extra``: more of
+    its options (``--agent-file PATH``)."""
     argv = [sys.executable, str(ROOT / "scripts" / "fake_provider"), "--port", "0", "--delay", str(delay)]
+    argv += extra
     return start_listening("fake_provider", argv, r"listening on http://127\.0\.0\.1:(\d+)")
 
 

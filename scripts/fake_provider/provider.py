@@ -13,6 +13,7 @@ import orjson
 
 from accumulator import boundaries
 
+from . import agent
 from .bodies import SCENARIOS, content_type, events, final_response
 from .faults import (
     HTML_502,
@@ -87,6 +88,8 @@ class Provider:
         if method == "GET" and path == "/v1/models":
             models = {"object": "list", "data": [{"id": name, "object": "model"} for name in SCENARIOS]}
             return 200, "application/json", orjson.dumps(models)
+        if method == "GET" and path == "/agent":
+            return 200, "application/json", orjson.dumps(agent.log)
         if method == "GET" and path == "/release":
             waiting = [gate for gate in self.gates if not gate.is_set()]
             for gate in waiting:
@@ -112,7 +115,9 @@ class Provider:
         delay, encoding = options(request, self.delay)
         fault = fault_of(request, fmt, encoding)
         gemini_sse = "sse" in request.query.get("alt", ())
-        if fault.name == "html-502":
+        if name == agent.AGENT:
+            await self._agent(request, transport, fmt, stream, gemini_sse, delay, encoding)
+        elif fault.name == "html-502":
             await transport.send(502, "text/html", HTML_502)
         elif fault.name == "json-429":
             body = orjson.dumps(RATE_LIMITED)
@@ -131,6 +136,47 @@ class Provider:
             whole = wire((orjson.dumps(final_response(fmt, name)),), encoding)
             extra = {"X-Scenario": name, **whole.headers}
             await transport.send(200, "application/json", b"".join(whole.pieces), extra=extra)
+
+    async def _agent(
+        self,
+        request: Request,
+        transport: Transport,
+        fmt: str,
+        stream: bool,
+        gemini_sse: bool,
+        delay: float,
+        encoding: str | None,
+    ) -> None:
+        """The `agent` scenario: an answer made from the request's own tools (agent.py)."""
+        try:
+            payload = orjson.loads(request.body)
+        except orjson.JSONDecodeError:
+            raise Refused(400, "body is not JSON") from None
+        if not isinstance(payload, dict):
+            raise Refused(400, "body must be a JSON object")
+        rendered = agent.render(fmt, payload)
+        if not stream:
+            whole = wire((orjson.dumps(rendered.final()),), encoding)
+            extra = {"X-Scenario": agent.AGENT, **whole.headers}
+            await transport.send(200, "application/json", b"".join(whole.pieces), extra=extra)
+            return
+        wire_format = WIRE_FORMATS[fmt]
+        array = not gemini_sse and wire_format.array_frame is not None
+        sent_wire = wire(
+            tuple((wire_format.array_frame if array else wire_format.frame)(rendered.out)), encoding
+        )
+        headers = {
+            "Content-Type": "application/json" if array else wire_format.content_type,
+            "Cache-Control": "no-cache",
+            **sent_wire.headers,
+            "X-Scenario": agent.AGENT,
+        }
+        await transport.start(200, headers)
+        for sent, piece in enumerate(sent_wire.pieces):
+            if sent:
+                await asyncio.sleep(delay)
+            await transport.write(piece)
+        await transport.end()
 
     async def _stream(
         self,

@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, unquote
 
 import orjson
 
+from .agent import AGENT
 from .bodies import FORMAT_SCENARIOS
 from .wire import ENCODINGS, sha256
 
@@ -94,7 +95,7 @@ def scenario_of(request: Request, fmt: str, name: str | None, stream: bool | Non
             stream = payload.get("stream") is not False
         else:
             stream = payload.get("stream") is True
-    if not isinstance(name, str) or name not in FORMAT_SCENARIOS[fmt]:
+    if name != AGENT and (not isinstance(name, str) or name not in FORMAT_SCENARIOS[fmt]):
         raise Refused(404, f"unknown scenario {name!r}; known: {', '.join(FORMAT_SCENARIOS[fmt])}")
     return name, bool(stream)
 

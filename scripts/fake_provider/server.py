@@ -2,7 +2,7 @@
 turn while the connection stays reusable, or handed over to WebSocket at an upgrade (ws_protocols.py);
 `serve` listens until SIGTERM or SIGINT and says where it listens.
 
-.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02]
+.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import h11
 
+from . import agent
 from .provider import Provider, Transport
 from .request import MAX_BODY_BYTES, Request
 from .usage import epilog
@@ -218,9 +219,15 @@ def arguments(argv: list[str] | None, description: str, *, websocket: bool = Tru
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="0 lets the OS pick one (default)")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds between event writes")
+    parser.add_argument(
+        "--agent-file",
+        default=agent.settings["file"],
+        help="the file the `agent` scenario has an agent read (default: %(default)s, in its working directory)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.delay <= 60:
         parser.error("--delay must be between 0 and 60 seconds")
+    agent.settings["file"] = args.agent_file  # the process serves one agent's working directory
     return args
 
 

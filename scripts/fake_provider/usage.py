@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import textwrap
 
+from .agent import ABOUT as AGENT_ABOUT
+from .agent import AGENT
 from .bodies import FORMAT_SCENARIOS
 from .faults import CHUNKINGS, FAULT_HELP, FAULTS, FRAMINGS
 from .renderers import FORMATS, WIRE_FORMATS
@@ -102,6 +104,7 @@ def epilog(websocket: bool = True) -> str:
     lines.append("scenarios (served by every format unless it says otherwise):")
     for name in SCENARIOS:
         lines += _item(name, _scenario(name))
+    lines += _item(AGENT, AGENT_ABOUT)
     lines += ["", "request headers (all optional):"]
     for header, (values, meaning) in headers.items():
         lines += _item(f"{header}: {values}", meaning)
@@ -112,7 +115,8 @@ def epilog(websocket: bool = True) -> str:
         lines += _websocket()
     lines += [
         "",
-        "other routes: GET /health, GET /v1/models (the scenarios), GET /release (lets `gated` streams go on).",
+        "other routes: GET /health, GET /v1/models (the scenarios), GET /release (lets `gated` streams go on),",
+        "GET /agent (every answer of the `agent` scenario: the calls sent, the tool results received).",
         "Streamed answers carry X-Scenario, X-Body-SHA256 and X-Decoded-SHA256 (the full body's hashes, as",
         "sent and decoded) and X-Received-Credentials-SHA256 (a hash of the API keys that arrived).",
     ]

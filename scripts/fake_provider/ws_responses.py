@@ -4,6 +4,7 @@ the response's number on the connection; `stream_id` lanes run side by side, wit
 
 from __future__ import annotations
 
+from . import agent
 from .bodies import FORMAT_SCENARIOS, expected_calls, payloads
 from .renderers.base import OVERLOADED
 from .scenarios import SCRIPTS
@@ -69,7 +70,7 @@ class ResponsesSession(Session):
             self.outbox.add(lane, [Send(self._lane(failure, lane))])
             return
         name, previous = create.get("model"), create.get("previous_response_id")
-        if name not in SCENARIOS:
+        if name not in SCENARIOS and name != agent.AGENT:
             known = ", ".join(SCENARIOS)
             failure = error(
                 "model_not_found", f"unknown scenario {name!r}; known: {known}", status=404, param="model"
@@ -84,7 +85,17 @@ class ResponsesSession(Session):
         else:
             self.count += 1
             self.ids.add(f"resp_fake_{name}_{self.count}")
-            actions = self._response(name, self.count, previous, lane, create.get("generate") is not False)
+            generate = create.get("generate") is not False
+            if name == agent.AGENT:
+                made = agent.payloads(FORMAT, create if generate else None)
+                if generate:  # the log says what went out: ids as this connection's n-th response has them
+                    entry = agent.log[-1]
+                    entry["transport"] = "websocket"
+                    for call in entry["calls"]:
+                        call["id"] = f"{call['id']}_{self.count}"
+                actions = self._response(name, self.count, previous, lane, generate, made)
+            else:
+                actions = self._response(name, self.count, previous, lane, generate)
             self.outbox.add(lane, actions)
             return
         self.outbox.add(lane, [Send(self._lane(failure, lane))])
@@ -104,9 +115,16 @@ class ResponsesSession(Session):
         return self._lane(payload, lane)
 
     def _response(
-        self, name: str, n: int, previous: str | None, lane: str | None, generate: bool
+        self,
+        name: str,
+        n: int,
+        previous: str | None,
+        lane: str | None,
+        generate: bool,
+        made: tuple[dict, ...] | None = None,
     ) -> list[Action]:
-        events = payloads(FORMAT, name, cut=True)
+        # made: the `agent` scenario's events, made from the request
+        events = made if made is not None else payloads(FORMAT, name, cut=True)
         if not generate:  # a prewarm: the request's state is made, no output
             head = events[0]
             done = {**head["response"], "status": "completed", "usage": PREWARM_USAGE}
@@ -115,7 +133,7 @@ class ResponsesSession(Session):
         if not generate:
             return [Send(payload) for payload in shaped]
         actions = with_middle(shaped)
-        script = SCRIPTS[name]
+        script = SCRIPTS.get(name, {})
         if gate_after := script.get("gate_after"):
             gated(actions, gate_after, self.outbox.gate())
         if script.get("cut_after") is not None:

@@ -78,8 +78,10 @@ class Render:
     whole_calls = False  # the format sends each call whole, once (Gemini, Ollama)
     error_event: str | None = None
 
-    def __init__(self, wire: WireFormat, name: str) -> None:
-        self.wire, self.name, self.script = wire, name, script(name)
+    def __init__(self, wire: WireFormat, name: str, scripted: dict[str, Any] | None = None) -> None:
+        # scripted: a script made for one request (the `agent` scenario), in place of the named one
+        self.wire, self.name = wire, name
+        self.script = scripted if scripted is not None else script(name)
         self.out: list[tuple[str | None, dict]] = []
         self.blocks: list[Block] = []
         self.marks: list[int] = []  # len(out) after each step

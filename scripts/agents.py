@@ -1,0 +1,224 @@
+"""Real agent CLIs for the tests: their pinned npm versions (this table is the one place they are pinned),
+where they are installed (a cache outside the repository) and how each is run, non-interactively, against a
+local provider with its own HOME and config. `.ci/run` installs them; tests/live/test_agents.py runs them.
+
+    python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
+    python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Agent(NamedTuple):
+    package: str  # on npm
+    version: str  # exact: `npm view PACKAGE version` when pinned
+    binary: str  # its name in node_modules/.bin
+
+
+AGENTS: dict[str, Agent] = {
+    "claude-code": Agent("@anthropic-ai/claude-code", "2.1.332", "claude"),
+    "codex": Agent("@openai/codex", "0.171.0", "codex"),
+    "gemini-cli": Agent("@google/gemini-cli", "0.61.0", "gemini"),
+    "opencode": Agent("opencode-ai", "1.18.33", "opencode"),
+}
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
+PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
+# The file the fake provider has each agent read (`--agent-file`), in the agent's working directory.
+NOTES = "notes.txt"
+NOTES_TEXT = "hello from the agent test\n"
+
+
+def prefix(name: str) -> Path:
+    agent = AGENTS[name]
+    return CACHE / f"{name}-{agent.version}"
+
+
+def binary(name: str) -> Path:
+    return prefix(name) / "node_modules" / ".bin" / AGENTS[name].binary
+
+
+def missing(name: str) -> str | None:
+    """Why the agent cannot run here, or None."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return "node and npm are not on PATH"
+    if not binary(name).exists():
+        return f"{name} {AGENTS[name].version} is not installed in {prefix(name)} (`python3 scripts/agents.py install`)"
+    return None
+
+
+def install(name: str) -> str | None:
+    """npm-install the pinned version into its own folder of the cache, unless it is there. Returns why it
+    failed, or None."""
+    agent = AGENTS[name]
+    if binary(name).exists():
+        return None
+    if shutil.which("npm") is None:
+        return "npm is not on PATH"
+    spec = f"{agent.package}@{agent.version}"
+    argv = [
+        "npm",
+        "install",
+        "--prefix",
+        str(prefix(name)),
+        "--no-fund",
+        "--no-audit",
+        "--loglevel=error",
+        spec,
+    ]
+    prefix(name).mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        return f"`{' '.join(argv)}` took more than 15 minutes"
+    if done.returncode != 0 or not binary(name).exists():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
+        return f"`{' '.join(argv)}` exited {done.returncode}:\n{tail}"
+    return None
+
+
+class Run(NamedTuple):
+    """One agent run: its command line and environment (on top of a clean one), in a working directory."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+def isolated_env(home: Path) -> dict[str, str]:
+    """An environment with nothing of the user's: its own HOME and XDG folders, no proxy, no keys."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "TMPDIR": str(home / "tmp"),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "CI": "true",  # agents keep to non-interactive output
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    for folder in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "TMPDIR"):
+        Path(env[folder]).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def recipe(name: str, home: Path, base: str) -> Run:
+    """How ``name`` runs against the provider at ``base`` (http://127.0.0.1:PORT, the proxy in reverse
+    mode), with ``home`` as its HOME. Variants: ``codex`` speaks HTTP SSE through a provider table of its
+    own; ``codex-ws`` is Codex's built-in OpenAI provider pointed elsewhere, which speaks Responses over
+    WebSocket."""
+    env = isolated_env(home)
+    agent = "codex" if name.startswith("codex") else name
+    exe = str(binary(agent))
+    if name == "claude-code":
+        env |= {
+            "ANTHROPIC_BASE_URL": base,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        # --allowedTools instead of --dangerously-skip-permissions, which refuses to run as root.
+        return Run([exe, "-p", PROMPT, "--model", "agent", "--allowedTools", "Bash", "Read"], env)
+    if name in ("codex", "codex-ws"):
+        codex_home = home / ".codex"
+        config = 'model = "agent"\ncheck_for_update_on_startup = false\n\n[analytics]\nenabled = false\n'
+        if name == "codex":
+            # Codex ignores OPENAI_BASE_URL; a provider table of its own speaks HTTP SSE.
+            config = 'model_provider = "fake"\n' + config
+            config += (
+                '\n[model_providers.fake]\nname = "fake"\n'
+                f'base_url = "{base}/v1"\nwire_api = "responses"\nenv_key = "FAKE_API_KEY"\n'
+            )
+            env["FAKE_API_KEY"] = "sk-fake-key"
+        else:
+            config = f'openai_base_url = "{base}/v1"\n' + config
+            env["CODEX_API_KEY"] = "sk-fake-key"
+        _write(codex_home / "config.toml", config)
+        env["CODEX_HOME"] = str(codex_home)
+        argv = [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", PROMPT]
+        return Run(argv, env)
+    if name == "gemini-cli":
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        }
+        _write(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
+        env |= {
+            "GEMINI_API_KEY": "fake-gemini-key",
+            "GOOGLE_GEMINI_BASE_URL": base,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        }
+        return Run([exe, "-p", PROMPT, "--yolo", "-m", "agent"], env)
+    if name == "opencode":
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "fake": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "fake",
+                    "options": {"baseURL": f"{base}/v1", "apiKey": "sk-fake-key"},
+                    "models": {"agent": {"name": "agent"}},
+                }
+            },
+            "model": "fake/agent",
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        _write(home / ".config" / "opencode" / "opencode.json", json.dumps(config, indent=2))
+        env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
+        return Run([exe, "run", PROMPT], env)
+    raise KeyError(name)
+
+
+# Each agent run in the tests, by the CLI it uses.
+RUNS: dict[str, str] = {
+    "claude-code": "claude-code",
+    "codex": "codex",
+    "codex-ws": "codex",
+    "gemini-cli": "gemini-cli",
+    "opencode": "opencode",
+}
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else "where"
+    if command == "install":
+        failed = 0
+        for name, agent in AGENTS.items():
+            why = install(name)
+            if why is None:
+                print(f"agents: {name} {agent.version} at {binary(name)}")
+            else:
+                failed += 1
+                print(f"agents: could not install {agent.package}@{agent.version}: {why}", file=sys.stderr)
+        return 1 if failed else 0
+    if command == "where":
+        print(f"cache: {CACHE}")
+        for name in AGENTS:
+            print(f"{name}: {missing(name) or binary(name)}")
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

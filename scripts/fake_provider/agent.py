@@ -1,0 +1,152 @@
+"""The `agent` scenario: a model turn made for a real coding agent from that agent's own request. A request
+that declares tools and carries no tool result gets two parallel calls, interleaved as `interleaved` sends
+them, to tools it declared: its shell tool (`echo hi`) and its file-read tool (the --agent-file path; an
+agent without one, Codex, gets a second shell call that cats the file). A request that carries tool results,
+or declares no tool (a title, a summary), gets a final text. GET /agent lists every answer made."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+
+from .renderers import WIRE_FORMATS, Render
+
+AGENT = "agent"
+ABOUT = (
+    "for real agents: a request declaring tools gets parallel calls to its shell and file-read tools "
+    "(interleaved), one carrying tool results a final text; GET /agent lists what was sent"
+)
+# The tools each agent declares, found by name: Claude Code, opencode, Gemini CLI, Codex (no read tool).
+SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "exec_command", "shell_command", "shell")
+READ_TOOLS = ("Read", "read", "read_file")
+COMMAND_KEYS = ("command", "cmd")
+PATH_KEYS = ("file_path", "filePath", "absolute_path", "path")
+COMMAND = "echo hi"
+FINAL_TEXT = "Both tools ran: the shell said hi, and the file was read."
+
+# Set by the process (--agent-file); one provider process serves one agent's working directory.
+settings = {"file": "notes.txt"}
+# Every answer made, in order: what GET /agent returns.
+log: list[dict[str, Any]] = []
+_turns = itertools.count(1)
+
+
+def declared_tools(payload: dict) -> dict[str, dict]:
+    """{name: parameter schema} of the tools a request of any format declares."""
+    found: dict[str, dict] = {}
+    tools = payload.get("tools")
+    if isinstance(payload.get("toolConfig"), dict):  # Bedrock Converse
+        tools = payload["toolConfig"].get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict):
+            continue
+        entries = tool.get("functionDeclarations")  # Gemini: a list of declarations per tool
+        for entry in entries if isinstance(entries, list) else [tool.get("toolSpec") or tool]:
+            entry = entry.get("function", entry) if isinstance(entry.get("function"), dict) else entry
+            name = entry.get("name")
+            schema = next(
+                (
+                    entry[key]
+                    for key in ("input_schema", "parameters", "parametersJsonSchema", "inputSchema")
+                    if isinstance(entry.get(key), dict)
+                ),
+                {},
+            )
+            if isinstance(name, str):
+                found[name] = schema.get("json", schema) if "json" in schema else schema
+    return found
+
+
+def _items(payload: dict) -> list:
+    for key in ("messages", "input", "contents"):
+        if isinstance(payload.get(key), list):
+            return payload[key]
+    return []
+
+
+def tool_results(payload: dict) -> list[str]:
+    """The call ids (Gemini: ids, else names) of the tool results a request of any format carries."""
+    ids: list[str] = []
+    for item in _items(payload):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output":  # Responses
+            ids.append(item.get("call_id"))
+        elif item.get("role") == "tool":  # Chat Completions, Ollama
+            ids.append(item.get("tool_call_id") or item.get("name"))
+        parts = item.get("content") if isinstance(item.get("content"), list) else item.get("parts")
+        for part in parts if isinstance(parts, list) else ():
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "tool_result":  # Anthropic
+                ids.append(part.get("tool_use_id"))
+            elif isinstance(part.get("functionResponse"), dict):  # Gemini
+                ids.append(part["functionResponse"].get("id") or part["functionResponse"].get("name"))
+    return [str(i) for i in ids]
+
+
+def _arguments(schema: dict, key_names: tuple[str, ...], value: str, extra: dict) -> dict:
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    key = next((k for k in key_names if k in properties), key_names[0])
+    arguments = {key: value}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    for name, text in extra.items():
+        if name in properties or name in required:
+            arguments[name] = text
+    return arguments
+
+
+def _halves(text: str) -> tuple[str, str]:
+    middle = len(text) // 2
+    return text[:middle], text[middle:]
+
+
+def plan(tools: dict[str, dict], results: list[str]) -> tuple[dict[str, Any], str]:
+    """(the script to send, why): parallel calls on a first request, else a final text."""
+    shell = next((name for name in SHELL_TOOLS if name in tools), None)
+    if results or not tools or shell is None:
+        why = "results" if results else ("no tools" if not tools else "no shell tool")
+        return {"steps": tuple(("text", piece) for piece in _halves(FINAL_TEXT))}, why
+    read = next((name for name in READ_TOOLS if name in tools), None)
+    first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
+    if read is not None:
+        second = _arguments(tools[read], PATH_KEYS, settings["file"], {})
+    else:
+        read = shell
+        second = _arguments(tools[shell], COMMAND_KEYS, f"cat {settings['file']}", {"description": "Read it"})
+    turn = next(_turns)
+    steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}rd", read, "")]
+    pieces = [_halves(orjson.dumps(arguments).decode()) for arguments in (first, second)]
+    for half in (0, 1):
+        for slot in (0, 1):
+            steps.append(("args", slot, pieces[slot][half]))
+    return {"steps": tuple(steps)}, "calls"
+
+
+def render(fmt: str, payload: dict) -> Render:
+    """The answer to one request of the `agent` scenario, logged for GET /agent."""
+    tools, results = declared_tools(payload), tool_results(payload)
+    scripted, why = plan(tools, results)
+    wire = WIRE_FORMATS[fmt]
+    rendered = wire.render(wire, AGENT, scripted)
+    log.append(
+        {
+            "format": fmt,
+            "transport": "http",
+            "answer": why,
+            "tools": sorted(tools),
+            "results": results,
+            "calls": [{"id": b.id, "name": b.name, "arguments": b.full} for b in rendered.calls],
+        }
+    )
+    return rendered
+
+
+def payloads(fmt: str, payload: dict | None) -> tuple[dict, ...]:
+    """The answer's events unframed (a WebSocket message each); None: a prewarm's, neither made nor logged."""
+    if payload is None:
+        wire = WIRE_FORMATS[fmt]
+        return tuple(event for _, event in wire.render(wire, AGENT, {"steps": ()}).out)
+    return tuple(event for _, event in render(fmt, payload).out)

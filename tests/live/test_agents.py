@@ -1,0 +1,209 @@
+"""Real agent CLIs through mitmdump with the addon, against the fake provider's `agent` scenario: Claude Code,
+Codex (HTTP SSE, and its built-in provider's Responses WebSocket mode), Gemini CLI and opencode, the pinned
+versions of scripts/agents.py, installed by `.ci/run` into a cache outside the repository (skipped, or in CI
+failed, where node, npm or the agent is missing). Each runs one bounded, non-interactive task with its own
+HOME and config: the provider answers its first request with two parallel, interleaved calls to tools it
+declared (a shell command, a file read) and the follow-up carrying their results with a final text.
+
+Clean runs: the calls the addon rebuilt are the ones the provider sent, the follow-up echoed them and carried
+both results (checked by the addon: no warning), and no warning of severity `warning` came. Then every
+injection against every agent: whether it survives is measured and must be the table in docs/agents.md."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from agents import AGENTS, NOTES, NOTES_TEXT, RUNS, missing, recipe
+from fake_provider.agent import FINAL_TEXT
+from lab import start_fake_provider, start_mitmdump
+from mitmproxy import io
+from streams import ROOT
+
+from accumulator.echo import extract_echoes
+
+RUN_TIMEOUT = 240  # only so a hung agent fails the test instead of hanging it
+INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
+DOC = ROOT / "docs" / "agents.md"
+
+
+def needs(name: str):
+    why = missing(RUNS[name])
+    return pytest.mark.needs(why is None, why or "")
+
+
+class Outcome(NamedTuple):
+    done: subprocess.CompletedProcess
+    sent: list[dict]  # the provider's GET /agent: every answer it made
+    records: list[dict]  # the addon's JSON lines
+    flows: list  # the dump's flows
+
+
+def run_agent(name: str, tmp: Path, inject: str | None = None) -> Outcome:
+    work, home = tmp / "work", tmp / "home"
+    work.mkdir(parents=True)
+    home.mkdir(parents=True)
+    (work / NOTES).write_text(NOTES_TEXT)
+    export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
+    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
+    try:
+        options = [f"toolcall_lens_jsonl={export}"] + ([f"toolcall_lens_inject={inject}"] if inject else [])
+        proxy, port = start_mitmdump(provider_port, dump, *options)
+        try:
+            run = recipe(name, home, f"http://127.0.0.1:{port}")
+            done = subprocess.run(
+                run.argv,
+                cwd=work,
+                env=run.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+                check=False,
+            )
+        finally:
+            proxy.stop()
+        with urllib.request.urlopen(f"http://127.0.0.1:{provider_port}/agent", timeout=10) as answer:
+            sent = json.loads(answer.read())
+    finally:
+        provider.stop()
+    records = [json.loads(line) for line in export.read_text().splitlines()] if export.exists() else []
+    with dump.open("rb") as file:
+        flows = list(io.FlowReader(file).stream())
+    return Outcome(done, sent, records, flows)
+
+
+def sent_calls(outcome: Outcome) -> list[dict]:
+    [turn] = [entry for entry in outcome.sent if entry["answer"] == "calls"]
+    return turn["calls"]
+
+
+def as_json(arguments):
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
+
+
+def rebuilt_calls(outcome: Outcome) -> list[dict]:
+    """Every call the addon rebuilt on an LLM flow, in order."""
+    return [
+        {"id": call["id"], "name": call["name"], "arguments": as_json(call["arguments"])}
+        for record in outcome.records
+        for choice in record["result"].get("choices", ())
+        for call in choice["tool_calls"]
+    ]
+
+
+def calls_of(record: dict) -> list[dict]:
+    return [call for choice in record["result"].get("choices", ()) for call in choice["tool_calls"]]
+
+
+def follow_ups(outcome: Outcome) -> list[dict]:
+    """The provider's answers to requests that carried tool results."""
+    return [entry for entry in outcome.sent if entry["answer"] == "results"]
+
+
+def survived(outcome: Outcome) -> bool:
+    """It finished with the final text, after a follow-up that carried a result for each call sent."""
+    ids = {call["id"] for call in sent_calls(outcome)}
+    answered = any(ids <= set(entry["results"]) for entry in follow_ups(outcome))
+    return outcome.done.returncode == 0 and FINAL_TEXT in outcome.done.stdout and answered
+
+
+def echoed(outcome: Outcome) -> list[tuple]:
+    """The calls the agent echoed back in the request that carried their results (HTTP flows of the dump)."""
+    found = []
+    for flow in outcome.flows:
+        if not hasattr(flow, "request") or flow.websocket is not None:
+            continue
+        try:
+            body = json.loads(flow.request.get_content() or b"null")
+        except ValueError:
+            continue
+        calls, results = extract_echoes(body)
+        if results:
+            found.append(([(c.id, c.name, as_json(c.arguments or "{}")) for c in calls], results))
+    return found
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs(name)) for name in RUNS])
+def test_agent_rebuilt_calls_are_the_ones_sent_and_its_follow_up_answers_both(name, tmp_path):
+    outcome = run_agent(name, tmp_path)
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    sent = [{**call, "arguments": json.loads(call["arguments"])} for call in sent_calls(outcome)]
+    assert rebuilt_calls(outcome) == sent, report
+    # The calls come interleaved on purpose: the one true warning is that recency routing would misroute
+    # them, on the flow that carried them. Nothing else, on no other flow: no false warning.
+    loud = [
+        (bool(calls_of(r)), w["code"])
+        for r in outcome.records
+        for w in r["result"]["warnings"]
+        if w["severity"] == "warning"
+    ]
+    whole = name == "gemini-cli"  # Gemini sends each call whole: no routing rule can go wrong
+    assert loud == ([] if whole else [(True, "recency-misroute")]), loud
+    codes = {w["code"] for r in outcome.records for w in r["result"]["warnings"]}
+    assert not codes & {"client-misassembled", "unknown-tool-call-id"}
+    websocket = [r for r in outcome.records if r["result"].get("websocket")]
+    if name == "codex-ws":
+        # The built-in provider speaks Responses over WebSocket: the addon read it there, and the client's
+        # next response.create answered both calls.
+        assert websocket and not [r for r in outcome.records if not r["result"].get("websocket")]
+        evidence = [
+            r["result"]["websocket"]["evidence"] for r in websocket if r["result"]["websocket"]["evidence"]
+        ]
+        assert {call["id"] for call in sent} <= set(evidence[0]["answered"]), evidence
+    else:
+        assert not websocket
+        # The follow-up echoed each call as sent (the addon checked it against the stream: no warning above).
+        [(calls, results)] = echoed(outcome)[:1]
+        expected = [(c["id"], c["name"], c["arguments"]) for c in sent]
+        assert sorted(calls, key=str) == sorted(expected, key=str)
+        assert {c["id"] for c in sent} <= set(results)
+
+
+def table() -> dict[tuple[str, str], str]:
+    """docs/agents.md's injection table: {(agent run, injection): survives | breaks | not applied}."""
+    text = DOC.read_text()
+    section = text[text.index("## Injections against real agents") :]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    header = next(line for line in section.splitlines() if line.startswith("| agent"))
+    columns = [cell.strip().strip("`") for cell in header.strip("|").split("|")][1:]
+    found = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        agent = cells[0].split()[0].strip("`")
+        for column, cell in zip(columns, cells[1:], strict=True):
+            found[agent, column] = re.sub(r"\s*\(.*\)$", "", cell)
+    return found
+
+
+def measured(outcome: Outcome, injection: str) -> str:
+    # What was done is on the result of an HTTP flow that carried the calls, and on the connection's record
+    # (in the dump) of a WebSocket one.
+    rewrites = [r["result"].get("rewrite") for r in outcome.records if calls_of(r)]
+    rewrites += [
+        flow.metadata.get("toolcall_lens", {}).get("rewrite") for flow in outcome.flows if flow.websocket
+    ]
+    applied = any(injection in (rewrite or {}).get("inject", ()) for rewrite in rewrites)
+    if not applied:
+        return "not applied"
+    return "survives" if survived(outcome) else "breaks"
+
+
+def test_the_table_has_every_agent_and_injection():
+    assert set(table()) == {(name, injection) for name in RUNS for injection in INJECTIONS}
+    assert set(AGENTS) <= {RUNS[name] for name in RUNS}
+
+
+@pytest.mark.parametrize("injection", INJECTIONS)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs(name)) for name in RUNS])
+def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path):
+    outcome = run_agent(name, tmp_path, inject=injection)
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    found = measured(outcome, injection)
+    assert found == table()[name, injection], f"measured: {name} {injection} {found}\n{report}"
