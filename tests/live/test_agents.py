@@ -164,6 +164,15 @@ def test_agent_rebuilt_calls_are_the_ones_sent_and_its_follow_up_answers_both(na
         expected = [(c["id"], c["name"], c["arguments"]) for c in sent]
         assert sorted(calls, key=str) == sorted(expected, key=str)
         assert {c["id"] for c in sent} <= set(results)
+        # And the addon checked that follow-up against the stream, and it matched: the result says so.
+        checked = [
+            r["result"]["evidence"]
+            for r in outcome.records
+            if (r["result"].get("evidence") or {}).get("earlier_flows")
+        ]
+        assert checked, [r["result"].get("evidence") for r in outcome.records]
+        assert checked[0]["matched"] == len(sent), checked
+        assert not checked[0]["unanswered"] and not checked[0]["unknown"], checked
 
 
 def table() -> dict[tuple[str, str], str]:
