@@ -81,6 +81,8 @@ def format_report(result: dict, title: str | None = None) -> str:
     websocket = result.get("websocket")
     if websocket:
         lines.append(_websocket_line(websocket))
+    if result.get("evidence"):
+        lines.append(evidence_line(result["evidence"]))
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     rewrite = result.get("rewrite")
@@ -98,6 +100,21 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def evidence_line(evidence: dict) -> str:
+    """What checking the request's echoes did, in one line (a result's ``evidence``)."""
+    if evidence.get("reason"):
+        return f"evidence: not checked: {evidence['reason']}"
+    line = (
+        f"evidence: {evidence['checked']} echoed call(s) and result(s) read, {evidence['matched']} echo(es) "
+        f"matched what flow {', '.join(evidence['earlier_flows']) or '?'} streamed"
+    )
+    if evidence["unanswered"]:
+        line += f"; UNANSWERED {', '.join(evidence['unanswered'])}"
+    if evidence["unknown"]:
+        line += f"; unknown ids {', '.join(evidence['unknown'])}"
+    return line
 
 
 def _websocket_line(websocket: dict) -> str:

@@ -581,7 +581,7 @@ def _count_flows(path: Path) -> int:
 
 def report(outcome: Outcome, paths: Paths, mode: str) -> str:
     """What the LLM flows carried: one block per response, its calls, its warnings; then where it is kept."""
-    from accumulator.report import summary_line
+    from accumulator.report import evidence_line, summary_line
 
     lines = [f"== {PROG}: {len(outcome.records)} LLM response(s) in {outcome.flows} flow(s) =="]
     if outcome.note:
@@ -607,6 +607,15 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
                 )
         for warning in result.get("warnings", ()):
             lines.append(f"  {warning['severity'].upper()} {warning['code']}: {warning.get('message', '')}")
+        if result.get("evidence") and not result["evidence"].get("reason"):
+            lines.append(f"  {evidence_line(result['evidence'])}")
+        if (result.get("websocket") or {}).get("evidence"):
+            said = result["websocket"]["evidence"]
+            lines.append(
+                "  evidence: the client answered "
+                + (", ".join(said["answered"]) or "nothing")
+                + (f"; UNANSWERED {', '.join(said['unanswered'])}" if said["unanswered"] else "")
+            )
     if outcome.flows == 0:
         if mode == "local":
             lines.append(

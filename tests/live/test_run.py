@@ -334,3 +334,42 @@ def test_web_keeps_mitmweb_on_loopback_after_the_agent_until_ctrl_c(tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 0, err  # the agent's status
     assert "mitmweb" not in mitmdumps_of(tmp_path)
+
+
+# An agent that drops a call: it asks, gets two interleaved calls, and answers only the first.
+DROPPING_CLIENT = """
+import json, sys, urllib.request
+port = int(sys.argv[1])
+def ask(messages):
+    body = json.dumps({"model": "interleaved" if len(messages) == 1 else "text", "stream": True,
+                       "messages": messages, "tools": TOOLS}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read().decode()
+calls = {}
+for line in ask([{"role": "user", "content": "hi"}]).splitlines():
+    if line.startswith("data: {"):
+        for choice in json.loads(line[6:])["choices"]:
+            for call in choice["delta"].get("tool_calls") or ():
+                entry = calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+                entry["id"] += call.get("id") or ""
+                entry["name"] += (call.get("function") or {}).get("name") or ""
+                entry["arguments"] += (call.get("function") or {}).get("arguments") or ""
+first = calls[0]
+ask([{"role": "user", "content": "hi"},
+     {"role": "assistant", "tool_calls": [{"id": first["id"], "type": "function",
+      "function": {"name": first["name"], "arguments": first["arguments"]}}]},
+     {"role": "tool", "tool_call_id": first["id"], "content": "done"}])
+""".replace("TOOLS", json.dumps(TOOLS))
+
+
+def test_the_report_says_what_the_follow_up_evidence_found(provider, tmp_path):
+    client = script(tmp_path, "dropping.py", DROPPING_CLIENT)
+    done = run(tmp_path, "--", sys.executable, client, str(provider))
+    assert done.returncode == 0, done.stderr
+    report = done.stderr
+    assert "2 LLM response(s) in 2 flow(s)" in report
+    assert "WARNING unanswered-call" in report
+    assert "evidence: 2 echoed call(s) and result(s) read, 1 echo(es) matched" in report
+    assert "UNANSWERED" in report
