@@ -64,7 +64,11 @@ def kind(pairs) -> str:
     types = {t[0] for pair in pairs for t in pair if t is not None}
     if pairs and all(
         (l is not None and r is not None and l[0] == r[0] == tokenize.STRING)
-        or (l is not None and l[0] == tokenize.FSTRING_MIDDLE and (r is None or r[0] == tokenize.FSTRING_MIDDLE))
+        or (
+            l is not None
+            and l[0] == tokenize.FSTRING_MIDDLE
+            and (r is None or r[0] == tokenize.FSTRING_MIDDLE)
+        )
         for l, r in pairs
     ):
         return "wording"
@@ -96,7 +100,11 @@ def totals(mutants: Path) -> Counter:
     count: Counter = Counter()
     for meta in mutants.rglob("*.py.meta"):
         for code in json.loads(meta.read_text())["exit_code_by_key"].values():
-            count["not run" if code is None else {0: "survived", 1: "killed", NO_TESTS: "no tests"}.get(code, f"exit {code}")] += 1
+            count[
+                "not run"
+                if code is None
+                else {0: "survived", 1: "killed", NO_TESTS: "no tests"}.get(code, f"exit {code}")
+            ] += 1
     return count
 
 
@@ -106,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", choices=("wording", "constant", "logic"))
     args = parser.parse_args(argv)
     if not args.mutants.is_dir():
-        print(f"no mutmut working copy at {args.mutants} (run mutmut first: docs/mutation.md)", file=sys.stderr)
+        print(
+            f"no mutmut working copy at {args.mutants} (run mutmut first: docs/mutation.md)", file=sys.stderr
+        )
         return 2
     print("mutants:", ", ".join(f"{n} {what}" for what, n in totals(args.mutants).most_common()))
     by_module: dict[str, Counter] = defaultdict(Counter)
