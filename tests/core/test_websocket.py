@@ -282,6 +282,7 @@ def test_realtime_routes_by_response_id_across_two_responses_at_once():
     wire.server(
         rt("response.output_audio.delta", response_id="R1", delta="AAAAAAAA")
     )  # 8 base64 chars: 6 bytes
+    wire.server(rt("response.audio.delta", response_id="R1", delta="AAAA"))  # the beta name: 3 bytes more
     for rid in ("R2", "R1"):
         wire.server(rt("response.done", response={"id": rid, "status": "completed", "output": []}))
     results = wire.finish()
@@ -291,7 +292,7 @@ def test_realtime_routes_by_response_id_across_two_responses_at_once():
     ]
     assert results[0]["model"] == "gpt-realtime"
     assert results[0]["choices"][0]["text"] == "Looking it up"
-    assert results[0]["websocket"]["audio_bytes"] == 6
+    assert results[0]["websocket"]["audio_bytes"] == 9
     assert all(r["complete"] and not codes(r) for r in results)
 
 
