@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        usage=f"{PROG} [--mode regular|local] [-w FLOWS] [--jsonl FILE] [--web] [--timeout S] -- AGENT ARGS...",
+        usage=f"{PROG} [--mode regular|local [--capture NAME]] [-w FLOWS] [--jsonl FILE] [--web] [--timeout S] "
+        "-- AGENT ARGS...",
         description="Run an agent behind mitmdump with the toolcall-lens addon, then report on its LLM flows.",
     )
     parser.add_argument(
@@ -121,6 +122,14 @@ def _parser() -> argparse.ArgumentParser:
         choices=("regular", "local", "transparent"),
         help="regular: proxy variables and a CA bundle (default); local: mitmproxy's local capture of the "
         "agent's PID (root); transparent: see docs/proxy.md",
+    )
+    parser.add_argument(
+        "--capture",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="local mode: also capture processes or threads of this name (an agent that starts its own "
+        "children: Codex's npm launcher runs a binary whose sockets open on tokio-rt-worker threads)",
     )
     parser.add_argument("-w", dest="dump", metavar="FLOWS", help="the dump (default: in the run folder)")
     parser.add_argument("--jsonl", metavar="FILE", help="the addon's JSON lines (default: in the run folder)")
@@ -162,6 +171,10 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("no agent to run: toolcall-lens run [OPTIONS] -- AGENT ARGS...")
     if options.timeout is not None and options.timeout <= 0:
         parser.error("--timeout takes a number of seconds above 0")
+    if options.capture and options.mode != "local":
+        parser.error("--capture names what local mode captures: it goes with --mode local")
+    if any(not name or "," in name or name.startswith("!") for name in options.capture):
+        parser.error("--capture takes a process or thread name (no comma, no leading !)")
     if options.mode == "transparent":
         raise RunError(
             "--mode transparent is not started by this command: it needs a network namespace with an "
@@ -170,7 +183,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return options, agent
 
 
-_VALUED = {"--mode", "-w", "--jsonl", "--dir", "--port", "--timeout", "--confdir", "--set"}
+_VALUED = {"--mode", "-w", "--jsonl", "--dir", "--port", "--timeout", "--confdir", "--set", "--capture"}
 
 
 def _run(options: argparse.Namespace, agent: list[str]) -> int:
@@ -279,7 +292,8 @@ class Mitmproxy:
         self.env = dict(os.environ)
         self.local = pid is not None
         if self.local:
-            argv += ["--mode", f"local:{pid}"]
+            # The agent's own PID, and any process or thread name asked for (its children, when it has them).
+            argv += ["--mode", "local:" + ",".join([str(pid), *options.capture])]
             shim = paths.folder / "bin"
             shim.mkdir(exist_ok=True)
             (shim / "sudo").write_text(SUDO_STAND_IN)
@@ -620,7 +634,7 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
         if mode == "local":
             lines.append(
                 "no flow was captured: the agent opened no TCP connection from its own process "
-                "(local mode captures the agent's PID, not its child processes)"
+                "(local mode captures the agent's PID, not its child processes: name theirs with --capture)"
             )
         else:
             lines.append(

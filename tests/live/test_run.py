@@ -373,3 +373,43 @@ def test_the_report_says_what_the_follow_up_evidence_found(provider, tmp_path):
     assert "WARNING unanswered-call" in report
     assert "evidence: 2 echoed call(s) and result(s) read, 1 echo(es) matched" in report
     assert "UNANSWERED" in report
+
+
+# An agent that starts a child to do its requests, as Codex's npm launcher does: the child names itself.
+FORKING_AGENT = """
+import subprocess, sys
+sys.exit(subprocess.call([sys.executable, sys.argv[1], sys.argv[2], "0"]))
+"""
+NAMED_CLIENT_HEAD = """
+import ctypes
+ctypes.CDLL(None).prctl(15, b"tlens-child", 0, 0, 0)  # PR_SET_NAME: the name local mode can capture
+"""
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_local_mode_captures_an_agents_children_by_the_name_given(provider, tmp_path, named):
+    reason = local_mode_unavailable()
+    if reason:
+        pytest.skip(reason)
+    client = script(
+        tmp_path,
+        "client.py",
+        NAMED_CLIENT_HEAD
+        + URLLIB_CLIENT.replace(
+            "urllib.request.urlopen(request",
+            "urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request",
+        ),
+    )
+    agent = script(tmp_path, "agent.py", FORKING_AGENT)
+    capture = ["--capture", "tlens-child"] if named else []
+    done = run(tmp_path, "--mode", "local", *capture, "--", sys.executable, agent, client, str(provider))
+    assert done.returncode == 0, done.stderr
+    if named:
+        assert "1 LLM response(s) in 1 flow(s)" in done.stderr
+    else:  # the PID alone: the child's request went straight to the provider, and the report says why
+        assert "local mode captures the agent's PID, not its child processes" in done.stderr
+
+
+def test_capture_goes_with_local_mode(tmp_path):
+    done = run(tmp_path, "--capture", "node", "--", "true")
+    assert done.returncode == 2 and "--capture names what local mode captures" in done.stderr
