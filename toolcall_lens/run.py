@@ -289,7 +289,8 @@ class Mitmproxy:
             argv += ["--set", "web_open_browser=false"]
         for setting in options.set:
             argv += ["--set", setting]
-        self.env = dict(os.environ)
+        # Its output is read line by line as it comes (when it listens): never block-buffered in a pipe.
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.local = pid is not None
         if self.local:
             # The agent's own PID, and any process or thread name asked for (its children, when it has them).

@@ -216,3 +216,53 @@ def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path)
     report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
     found = measured(outcome, injection)
     assert found == table()[name, injection], f"measured: {name} {injection} {found}\n{report}"
+
+
+@pytest.mark.parametrize("name", [pytest.param("codex", marks=needs("codex"))])
+def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(name, tmp_path):
+    """The one command on a real agent: `toolcall-lens run --mode local --capture tokio-rt-worker -- codex
+    ...` with Codex pointed straight at the provider (no proxy variable, no reverse proxy): its npm launcher
+    starts the binary whose requests leave from tokio-rt-worker threads, captured by that name."""
+    from toolcall_lens.run import local_mode_unavailable
+
+    reason = local_mode_unavailable()
+    if reason:
+        pytest.skip(reason)
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / NOTES).write_text(NOTES_TEXT)
+    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
+    try:
+        run = recipe(name, home, f"http://127.0.0.1:{provider_port}")  # the provider itself, no proxy
+        env = {k: v for k, v in run.env.items() if "proxy" not in k.lower()}
+        done = subprocess.run(
+            [
+                str(ROOT / ".venv" / "bin" / "toolcall-lens"),
+                "run",
+                "--mode",
+                "local",
+                "--capture",
+                "tokio-rt-worker",
+                "--dir",
+                str(tmp_path / "run"),
+                "--timeout",
+                str(RUN_TIMEOUT - 20),
+                "--",
+                *run.argv,
+            ],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+    finally:
+        provider.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert FINAL_TEXT in done.stdout
+    report = done.stderr
+    assert "2 LLM response(s)" in report and "2 calls: exec_command, exec_command" in report, report
+    assert "2 echo(es) matched" in report, report

@@ -413,3 +413,33 @@ def test_local_mode_captures_an_agents_children_by_the_name_given(provider, tmp_
 def test_capture_goes_with_local_mode(tmp_path):
     done = run(tmp_path, "--capture", "node", "--", "true")
     assert done.returncode == 2 and "--capture names what local mode captures" in done.stderr
+
+
+def test_it_runs_from_a_bare_environment(provider, tmp_path):
+    """A user's shell, not this test suite's: no PYTHONUNBUFFERED, no locale, only PATH and HOME. (mitmdump's
+    output reaches `run` through a pipe, where Python buffers it unless told not to.)"""
+    client = script(tmp_path, "client.py", URLLIB_CLIENT)
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(
+        [
+            TOOLCALL_LENS,
+            "run",
+            "--dir",
+            str(tmp_path / "run"),
+            "--timeout",
+            "60",
+            "--",
+            sys.executable,
+            client,
+            str(provider),
+            "0",
+        ],
+        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 LLM response(s) in 1 flow(s)" in done.stderr
