@@ -32,7 +32,9 @@ class Process:
         self.popen = subprocess.Popen(
             argv,
             cwd=ROOT,
-            env={**os.environ, **(env or {})},
+            # Its lines are read as they come (a tool says where it listens): Python must not hold them
+            # in a pipe's block buffer, whatever the caller's shell says.
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
