@@ -9,6 +9,7 @@ carried. The dump and the JSONL stay in a run folder. docs/cli.md#running-an-age
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -112,7 +113,8 @@ def main(argv: list[str]) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        usage=f"{PROG} [--mode regular|local [--capture NAME]] [-w FLOWS] [--jsonl FILE] [--web] [--timeout S] "
+        usage=f"{PROG} [--mode regular|local [--capture NAME]|transparent] [-w FLOWS] [--jsonl FILE] [--web] "
+        "[--timeout S] "
         "-- AGENT ARGS...",
         description="Run an agent behind mitmdump with the toolcall-lens addon, then report on its LLM flows.",
     )
@@ -121,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
         default="regular",
         choices=("regular", "local", "transparent"),
         help="regular: proxy variables and a CA bundle (default); local: mitmproxy's local capture of the "
-        "agent's PID (root); transparent: see docs/proxy.md",
+        "agent's PID (root); transparent: every TCP connection of the agent and its children redirected to "
+        "the proxy by an iptables rule on a cgroup of its own (root)",
     )
     parser.add_argument(
         "--capture",
@@ -175,11 +178,6 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         parser.error("--capture names what local mode captures: it goes with --mode local")
     if any(not name or "," in name or name.startswith("!") for name in options.capture):
         parser.error("--capture takes a process or thread name (no comma, no leading !)")
-    if options.mode == "transparent":
-        raise RunError(
-            "--mode transparent is not started by this command: it needs a network namespace with an "
-            "iptables REDIRECT rule; the recipe is in docs/proxy.md (Transparent mode)"
-        )
     return options, agent
 
 
@@ -191,6 +189,8 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
         raise RunError(f"{agent[0]}: command not found (or not executable)")
     if options.mode == "local" and (reason := local_mode_unavailable()):
         raise RunError(f"--mode local: {reason}")
+    if options.mode == "transparent" and (reason := transparent_mode_unavailable()):
+        raise RunError(f"--mode transparent: {reason}")
     tool = _tool("mitmweb" if options.web else "mitmdump")
     addon = addon_path()
     paths = _paths(options)
@@ -200,16 +200,21 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
     with stopping:
         agent_process = None
         release = None
-        if options.mode == "local":
+        redirect: Redirect | None = None
+        if options.mode in ("local", "transparent"):
             # The agent first, held before its first instruction: the redirector is told its PID.
             read_end, release = os.pipe()
             agent_process = _start_agent(
                 [sys.executable, "-c", TRAMPOLINE, str(read_end), *agent], os.environ, pass_fds=(read_end,)
             )
             os.close(read_end)
-        proxy = Mitmproxy(tool, addon, paths, options, confdir, agent_process.pid if agent_process else None)
+        local_pid = agent_process.pid if agent_process and options.mode == "local" else None
+        proxy = Mitmproxy(tool, addon, paths, options, confdir, local_pid)
         try:
             proxy.start(stopping)
+            if options.mode == "transparent":
+                # The agent's cgroup, and every TCP connection it (or a child) opens sent to the proxy.
+                redirect = Redirect(agent_process.pid, proxy.port)
             bundle = ca_bundle(confdir, paths.bundle)
             env = agent_env(os.environ, proxy.port if options.mode == "regular" else None, bundle)
             if agent_process is None:
@@ -231,6 +236,8 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
                 os.close(release)
             if agent_process is not None:
                 _stop_group(agent_process)
+            if redirect is not None:
+                redirect.remove()
             proxy.stop()
     outcome.records = _read_jsonl(paths.jsonl)
     outcome.flows = _count_flows(paths.dump)
@@ -292,6 +299,8 @@ class Mitmproxy:
         # Its output is read line by line as it comes (when it listens): never block-buffered in a pipe.
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.local = pid is not None
+        if options.mode == "transparent":
+            argv += ["--mode", "transparent"]
         if self.local:
             # The agent's own PID, and any process or thread name asked for (its children, when it has them).
             argv += ["--mode", "local:" + ",".join([str(pid), *options.capture])]
@@ -515,6 +524,72 @@ def local_mode_unavailable() -> str | None:
     return None
 
 
+class Redirect:
+    """Transparent mode without a namespace: the agent's process in a cgroup of its own (cgroup v2; its
+    children inherit it), and an iptables rule sending every TCP connection opened from that cgroup to the
+    proxy's port (REDIRECT maps locally made connections to 127.0.0.1; the proxy reads where each was
+    going). Nothing else on the machine is touched; ``remove`` undoes both."""
+
+    def __init__(self, pid: int, port: int) -> None:
+        self.root = cgroup2_mount()
+        self.name = f"toolcall-lens-{os.getpid()}-{pid}"
+        self.rule = ["-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-m", "cgroup", "--path", self.name]
+        self.rule += ["-j", "REDIRECT", "--to-ports", str(port)]
+        self.folder = self.root / self.name
+        self.folder.mkdir()
+        try:
+            _iptables(self.rule)
+        except RunError:
+            self.folder.rmdir()
+            raise
+        self.added = True
+        (self.folder / "cgroup.procs").write_text(str(pid))
+
+    def remove(self) -> None:
+        if self.added:
+            self.added = False
+            with contextlib.suppress(RunError):
+                _iptables(["-D" if part == "-A" else part for part in self.rule])
+        for _ in range(50):  # the agent's processes are gone or going: the folder empties
+            try:
+                self.folder.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def _iptables(arguments: list[str]) -> None:
+    done = subprocess.run(["iptables", *arguments], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RunError(f"iptables {' '.join(arguments)}: {done.stderr.strip() or done.returncode}")
+
+
+def cgroup2_mount() -> Path:
+    """Where the cgroup v2 hierarchy is mounted (at the root, or beside v1 as "unified")."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    raise RunError("no cgroup v2 hierarchy is mounted")
+
+
+def transparent_mode_unavailable() -> str | None:
+    """Why this command cannot drive transparent mode here, or None."""
+    if sys.platform != "linux":
+        return "this command drives transparent mode on Linux only"
+    if os.geteuid() != 0:
+        return "needs root (an iptables rule and a cgroup of the agent's own): run it as root"
+    if shutil.which("iptables") is None:
+        return "needs iptables (apt-get install iptables)"
+    try:
+        cgroup2_mount()
+    except RunError as exc:
+        return f"needs the cgroup v2 hierarchy: {exc}"
+    return None
+
+
 def cgroup2_at_root() -> bool:
     return os.path.exists("/sys/fs/cgroup/cgroup.controllers")
 
@@ -632,7 +707,9 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
                 + (f"; UNANSWERED {', '.join(said['unanswered'])}" if said["unanswered"] else "")
             )
     if outcome.flows == 0:
-        if mode == "local":
+        if mode == "transparent":
+            lines.append("no flow was captured: the agent opened no TCP connection")
+        elif mode == "local":
             lines.append(
                 "no flow was captured: the agent opened no TCP connection from its own process "
                 "(local mode captures the agent's PID, not its child processes: name theirs with --capture)"

@@ -266,3 +266,41 @@ def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(
     report = done.stderr
     assert "2 LLM response(s)" in report and "2 calls: exec_command, exec_command" in report, report
     assert "2 echo(es) matched" in report, report
+
+
+@pytest.mark.parametrize("name", [pytest.param("claude-code", marks=needs("claude-code"))])
+def test_toolcall_lens_run_captures_claude_code_in_transparent_mode(name, tmp_path):
+    """`toolcall-lens run --mode transparent -- claude ...` with Claude Code pointed straight at the provider:
+    every connection of its process tree is redirected to the proxy (a cgroup of its own, one iptables rule),
+    no proxy variable, no thread name to know."""
+    from toolcall_lens.run import transparent_mode_unavailable
+
+    reason = transparent_mode_unavailable()
+    if reason:
+        pytest.skip(reason)
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    (work / NOTES).write_text(NOTES_TEXT)
+    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
+    try:
+        run = recipe(name, home, f"http://127.0.0.1:{provider_port}")
+        env = {k: v for k, v in run.env.items() if "proxy" not in k.lower()}
+        argv = [str(ROOT / ".venv" / "bin" / "toolcall-lens"), "run", "--mode", "transparent"]
+        argv += ["--dir", str(tmp_path / "run"), "--timeout", str(RUN_TIMEOUT - 20), "--", *run.argv]
+        done = subprocess.run(
+            argv,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+    finally:
+        provider.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert FINAL_TEXT in done.stdout
+    report = done.stderr
+    assert "2 calls: Bash, Read" in report and "2 echo(es) matched" in report, report

@@ -265,9 +265,35 @@ def test_ctrl_c_stops_the_agent_and_the_proxy_and_still_reports(tmp_path):
     assert (tmp_path / "run" / "session.flows").exists()
 
 
-def test_transparent_mode_is_a_recipe_not_a_run(tmp_path):
-    done = run(tmp_path, "--mode", "transparent", "--", "true")
-    assert done.returncode == 2 and "docs/proxy.md" in done.stderr and done.stderr.count("\n") == 1
+def test_transparent_mode_captures_the_agent_and_its_children_without_proxy_variables(provider, tmp_path):
+    from toolcall_lens.run import transparent_mode_unavailable
+
+    if reason := transparent_mode_unavailable():
+        pytest.skip(reason)
+    client = script(
+        tmp_path,
+        "client.py",
+        URLLIB_CLIENT.replace(
+            "urllib.request.urlopen(request",
+            "urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request",
+        ),
+    )
+    agent = script(tmp_path, "agent.py", FORKING_AGENT)  # the request leaves from a child process
+    done = run(tmp_path, "--mode", "transparent", "--", sys.executable, agent, client, str(provider))
+    assert done.returncode == 0, done.stderr
+    assert "1 LLM response(s) in 1 flow(s)" in done.stderr
+    assert "2 calls: search_circulars, get_user_profile" in done.stderr
+    [record] = records(tmp_path / "run" / "llm.jsonl")
+    assert record["url"] == f"http://127.0.0.1:{provider}/v1/chat/completions"  # where it was going
+    # Nothing is left behind: no iptables rule, no cgroup.
+    rules = subprocess.run(
+        ["iptables", "-t", "nat", "-S", "OUTPUT"], capture_output=True, text=True, check=True
+    )
+    rules = rules.stdout
+    assert "toolcall-lens-" not in rules
+    from toolcall_lens.run import cgroup2_mount
+
+    assert not list(cgroup2_mount().glob("toolcall-lens-*"))
 
 
 def _local_mode_problem() -> str | None:
