@@ -218,67 +218,10 @@ def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path)
     assert found == table()[name, injection], f"measured: {name} {injection} {found}\n{report}"
 
 
-@pytest.mark.parametrize("name", [pytest.param("codex", marks=needs("codex"))])
-def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(name, tmp_path):
-    """The one command on a real agent: `toolcall-lens run --mode local --capture tokio-rt-worker -- codex
-    ...` with Codex pointed straight at the provider (no proxy variable, no reverse proxy): its npm launcher
-    starts the binary whose requests leave from tokio-rt-worker threads, captured by that name."""
-    from toolcall_lens.run import local_mode_unavailable
-
-    reason = local_mode_unavailable()
-    if reason:
-        pytest.skip(reason)
-    work, home = tmp_path / "work", tmp_path / "home"
-    work.mkdir()
-    home.mkdir()
-    (work / NOTES).write_text(NOTES_TEXT)
-    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
-    try:
-        run = recipe(name, home, f"http://127.0.0.1:{provider_port}")  # the provider itself, no proxy
-        env = {k: v for k, v in run.env.items() if "proxy" not in k.lower()}
-        done = subprocess.run(
-            [
-                str(ROOT / ".venv" / "bin" / "toolcall-lens"),
-                "run",
-                "--mode",
-                "local",
-                "--capture",
-                "tokio-rt-worker",
-                "--dir",
-                str(tmp_path / "run"),
-                "--timeout",
-                str(RUN_TIMEOUT - 20),
-                "--",
-                *run.argv,
-            ],
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-        )
-    finally:
-        provider.stop()
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert FINAL_TEXT in done.stdout
-    report = done.stderr
-    assert "2 LLM response(s)" in report and "2 calls: exec_command, exec_command" in report, report
-    assert "2 echo(es) matched" in report, report
-
-
-@pytest.mark.parametrize("name", [pytest.param("claude-code", marks=needs("claude-code"))])
-def test_toolcall_lens_run_captures_claude_code_in_transparent_mode(name, tmp_path):
-    """`toolcall-lens run --mode transparent -- claude ...` with Claude Code pointed straight at the provider:
-    every connection of its process tree is redirected to the proxy (a cgroup of its own, one iptables rule),
-    no proxy variable, no thread name to know."""
-    from toolcall_lens.run import transparent_mode_unavailable
-
-    reason = transparent_mode_unavailable()
-    if reason:
-        pytest.skip(reason)
-    work, home = tmp_path / "work", tmp_path / "home"
+def through_toolcall_lens_run(name: str, tmp: Path, *mode: str) -> subprocess.CompletedProcess:
+    """The agent run by `toolcall-lens run MODE... -- AGENT`, pointed straight at the provider (no proxy
+    variable, no reverse proxy): the capture is the command's."""
+    work, home = tmp / "work", tmp / "home"
     work.mkdir()
     home.mkdir()
     (work / NOTES).write_text(NOTES_TEXT)
@@ -286,9 +229,9 @@ def test_toolcall_lens_run_captures_claude_code_in_transparent_mode(name, tmp_pa
     try:
         run = recipe(name, home, f"http://127.0.0.1:{provider_port}")
         env = {k: v for k, v in run.env.items() if "proxy" not in k.lower()}
-        argv = [str(ROOT / ".venv" / "bin" / "toolcall-lens"), "run", "--mode", "transparent"]
-        argv += ["--dir", str(tmp_path / "run"), "--timeout", str(RUN_TIMEOUT - 20), "--", *run.argv]
-        done = subprocess.run(
+        argv = [str(ROOT / ".venv" / "bin" / "toolcall-lens"), "run", *mode, "--dir", str(tmp / "run")]
+        argv += ["--timeout", str(RUN_TIMEOUT - 20), "--", *run.argv]
+        return subprocess.run(
             argv,
             cwd=work,
             env=env,
@@ -300,6 +243,33 @@ def test_toolcall_lens_run_captures_claude_code_in_transparent_mode(name, tmp_pa
         )
     finally:
         provider.stop()
+
+
+@pytest.mark.parametrize("name", [pytest.param("codex", marks=needs("codex"))])
+def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(name, tmp_path):
+    """`toolcall-lens run --mode local --capture tokio-rt-worker -- codex ...`: Codex's npm launcher starts
+    the binary whose requests leave from tokio-rt-worker threads, captured by that name."""
+    from toolcall_lens.run import local_mode_unavailable
+
+    if reason := local_mode_unavailable():
+        pytest.skip(reason)
+    done = through_toolcall_lens_run(name, tmp_path, "--mode", "local", "--capture", "tokio-rt-worker")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert FINAL_TEXT in done.stdout
+    report = done.stderr
+    assert "2 LLM response(s)" in report and "2 calls: exec_command, exec_command" in report, report
+    assert "2 echo(es) matched" in report, report
+
+
+@pytest.mark.parametrize("name", [pytest.param("claude-code", marks=needs("claude-code"))])
+def test_toolcall_lens_run_captures_claude_code_in_transparent_mode(name, tmp_path):
+    """`toolcall-lens run --mode transparent -- claude ...`: every connection of its process tree is
+    redirected to the proxy (a cgroup of its own, one iptables rule), no thread name to know."""
+    from toolcall_lens.run import transparent_mode_unavailable
+
+    if reason := transparent_mode_unavailable():
+        pytest.skip(reason)
+    done = through_toolcall_lens_run(name, tmp_path, "--mode", "transparent")
     assert done.returncode == 0, done.stderr[-3000:]
     assert FINAL_TEXT in done.stdout
     report = done.stderr
