@@ -544,3 +544,89 @@ def test_the_connections_results_are_in_order_of_position_when_lanes_end_out_of_
     wire.server({"type": "response.completed", "response": {"id": "r-slow"}, "stream_id": "slow"})
     wire.finish()
     assert [r["response_id"] for r in wire.connection.results] == ["r-slow", "r-fast"]
+
+
+# -- what a mutation run found untested ----------------------------------------------------------------------
+
+
+def test_an_answer_that_is_not_a_string_does_not_hide_the_ones_after_it():
+    wire = Wire(path="/v1/realtime?model=m")
+    wire.server(rt("response.created", response={"id": "R1"}))
+    wire.server(realtime_call_added("R1", 0, "k1", "a"))
+    wire.server(realtime_delta("R1", 0, "k1", "{}"))
+    wire.server(rt("response.done", response={"id": "R1", "status": "completed"}))
+    wire.connection.answer([7, None, "k1"])
+    wire.client({"type": "response.create"})
+    (result,) = wire.finish()
+    assert result["websocket"]["evidence"]["answered"] == ["k1"]
+
+
+def test_finishing_twice_hands_nothing_out_the_second_time():
+    wire = Wire(path="/v1/responses")
+    wire.client({"type": "response.create", "model": "m"})
+    assert len(wire.connection.finish()) == 1
+    assert wire.connection.finish() == []
+    assert wire.connection.message(False, b'{"type": "response.created"}') == []  # nothing after the end
+    assert wire.connection.responses == 1 and wire.connection.open == []
+
+
+def test_an_unknown_answer_with_nothing_awaiting_evidence_goes_on_the_response_running():
+    wire = Wire(path="/v1/realtime?model=m")
+    wire.server(rt("response.created", response={"id": "R1"}))
+    wire.server(realtime_call_added("R1", 0, "k1", "a"))
+    wire.server(realtime_delta("R1", 0, "k1", "{}"))
+    wire.server(rt("response.done", response={"id": "R1", "status": "completed"}))
+    wire.client(
+        {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "k1"}}
+    )
+    wire.client({"type": "response.create"})  # R1 settled: nothing awaits evidence now
+    wire.server(rt("response.created", response={"id": "R2"}))
+    wire.client(
+        {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "zz"}}
+    )
+    wire.server(rt("response.done", response={"id": "R2", "status": "completed"}))
+    _, second = wire.finish()
+    assert [(w["code"], w["id"]) for w in second["warnings"]] == [("unknown-tool-call-id", "zz")]
+
+
+def test_replay_reads_each_messages_direction_and_clock():
+    from accumulator.websocket import replay
+
+    def message(from_client, obj, at):
+        return (from_client, json.dumps(obj).encode(), True, at)
+
+    item = {"type": "function_call", "id": "fc", "call_id": "c1", "name": "a"}
+    connection = replay(
+        [
+            message(True, {"type": "response.create", "model": "m"}, 100.0),
+            message(False, {"type": "response.created", "response": {"id": "r1"}}, 100.5),
+            message(False, {"type": "response.output_item.added", "output_index": 0, "item": item}, 101.0),
+            message(
+                False,
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 1,
+                    "item": {**item, "call_id": "c2", "id": "fc2"},
+                },
+                101.0,
+            ),
+            message(
+                False, {"type": "response.completed", "response": {"id": "r1", "status": "completed"}}, 102.0
+            ),
+            message(
+                True,
+                {
+                    "type": "response.create",
+                    "previous_response_id": "r1",
+                    "input": [{"type": "function_call_output", "call_id": "c1"}],
+                },
+                110.0,
+            ),
+        ],
+        "openai-responses",
+        end=111.0,
+    )
+    first, second = connection.results
+    assert [w["code"] for w in first["warnings"]] == ["unanswered-call"]  # the client's create was read
+    assert first["timing"]["clock"] and first["timing"]["duration"] == 2.0  # from its create to its end
+    assert not second["complete"]  # the connection ended before it did
