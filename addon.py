@@ -51,7 +51,7 @@ class ToolcallLens:
         self.sockets: dict[str, WebSocketWatch] = {}  # flow id -> its WebSocket watch, until it ends
         self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
         # flow id -> its request's echo warnings and evidence summary, until the flow is annotated
-        self.echo_warnings: dict[str, list[dict]] = {}
+        self.echo_warnings: dict[str, tuple[list[dict], dict]] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
@@ -176,6 +176,10 @@ class ToolcallLens:
             return
         messages = flow.websocket.messages
         settled = watch.message(messages[-1])
+        if not watch.ours:
+            if watch.connection.given_up:  # no LLM connection: forgotten, its messages left as they are
+                del self.sockets[flow.id]
+            return
         if watch.keep:
             watch.trim(messages)
         if settled:

@@ -35,6 +35,7 @@ class ObservedCall:
     flow_id: str
     format: str
     arguments_cut: bool = False  # cut at the argument cap: the client's whole arguments cannot be compared
+    choice: int = 0  # the choice of its response (Chat's n): a client answers the calls of one
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,6 +91,7 @@ class ObservedCalls:
                         flow_id,
                         result["format"],
                         bool(call.get("arguments_truncated")),
+                        choice.get("index", 0),
                     )
                     self._calls.move_to_end(call["id"])
                     ids.append(call["id"])
@@ -266,8 +268,10 @@ class ObservedCalls:
             ids = {o.id for o in siblings}
             # Formats with result ids say which calls were answered; else the echoes are all there is.
             answered_here = (result_ids & ids) or ({c.id for c in echoed} & ids)
+            # A client carries one choice on (Chat's n): the calls of the others are not its to answer.
+            chosen = {o.choice for o in siblings if o.id in answered_here}
             for observed in siblings:
-                if observed.id in answered_here:
+                if observed.id in answered_here or observed.choice not in chosen:
                     continue
                 missing.append(observed.id)
                 warnings.add(

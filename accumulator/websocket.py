@@ -151,6 +151,11 @@ class Connection:
             self.session.server(obj, self.number)
         return self._drain()
 
+    @property
+    def given_up(self) -> bool:
+        """Its first messages were none we read: it is no LLM connection, and is no longer looked at."""
+        return self._given_up
+
     def finish(self, now: float | None = None) -> list[dict]:
         """The connection ended: every response still running is finished (cut short: its result says
         so), every result still awaiting evidence is settled. Returns them; calling again returns []."""

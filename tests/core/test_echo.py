@@ -386,3 +386,26 @@ def test_a_gemini_client_that_drops_a_call_is_caught():
         gemini_follow_up([("run_shell_command", {"command": "ls"})]), "gemini"
     )
     assert [(w["code"], w["name"], w["position"]) for w in warnings] == [("unanswered-call", "read_file", 1)]
+
+
+def test_the_calls_of_a_choice_the_client_did_not_carry_on_are_not_unanswered():
+    # Chat with n=2: two choices, each with a call; the client goes on with choice 0 and answers its call.
+    def chunk(index, call_id, name):
+        call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        return {"choices": [{"index": index, "delta": {"tool_calls": [call]}, "finish_reason": None}]}
+
+    def done(index):
+        return {"choices": [{"index": index, "delta": {}, "finish_reason": "tool_calls"}]}
+
+    body = (
+        b"".join(
+            b"data: " + json.dumps(c).encode() + b"\n\n"
+            for c in (chunk(0, "call_a", "f"), chunk(1, "call_b", "g"), done(0), done(1))
+        )
+        + b"data: [DONE]\n\n"
+    )
+    two_choices = analyze(body)
+    warnings, evidence = observed(two_choices).examine(
+        chat_follow_up([{"id": "call_a", "name": "f", "arguments": "{}"}], ["call_a"])
+    )
+    assert warnings == [] and evidence["unanswered"] == [] and evidence["matched"] == 1

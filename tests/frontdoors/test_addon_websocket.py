@@ -105,10 +105,13 @@ def test_messages_are_never_changed_even_when_the_analysis_fails(lens, monkeypat
 
 
 def test_a_connection_that_is_not_llm_traffic_gets_nothing(lens):
+    lens.tctx.configure(lens, toolcall_lens_websocket_keep=5)
     flow = ws_flow(path="/socket.io/?EIO=4")
     lens.websocket_start(flow)
-    for n in range(12):
+    for n in range(30):
         send(lens, flow, n % 2 == 0, {"chat": n})
+    assert flow.id not in lens.sockets  # given up after its first messages: no more cost
+    assert len(flow.websocket.messages) == 30  # never trimmed: not ours to touch
     lens.websocket_end(flow)
     assert "toolcall_lens" not in flow.metadata and not flow.comment
 
