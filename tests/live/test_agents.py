@@ -44,11 +44,17 @@ class Outcome(NamedTuple):
     flows: list  # the dump's flows
 
 
-def run_agent(name: str, tmp: Path, inject: str | None = None) -> Outcome:
+def folders(tmp: Path) -> tuple[Path, Path]:
+    """An agent's working folder (with the notes file the provider has it read) and its own HOME."""
     work, home = tmp / "work", tmp / "home"
     work.mkdir(parents=True)
     home.mkdir(parents=True)
     (work / NOTES).write_text(NOTES_TEXT)
+    return work, home
+
+
+def run_agent(name: str, tmp: Path, inject: str | None = None) -> Outcome:
+    work, home = folders(tmp)
     export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
     provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
     try:
@@ -221,10 +227,7 @@ def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path)
 def through_toolcall_lens_run(name: str, tmp: Path, *mode: str) -> subprocess.CompletedProcess:
     """The agent run by `toolcall-lens run MODE... -- AGENT`, pointed straight at the provider (no proxy
     variable, no reverse proxy): the capture is the command's."""
-    work, home = tmp / "work", tmp / "home"
-    work.mkdir()
-    home.mkdir()
-    (work / NOTES).write_text(NOTES_TEXT)
+    work, home = folders(tmp)
     provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
     try:
         run = recipe(name, home, f"http://127.0.0.1:{provider_port}")
