@@ -42,7 +42,8 @@ class Process:
             bufsize=1,
             start_new_session=True,
         )
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         for line in self.popen.stdout:
@@ -81,6 +82,8 @@ class Process:
             except subprocess.TimeoutExpired:
                 os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait(5)
+        # Its last lines are in ``lines`` once stop returns: the pump reads up to the end of the pipe.
+        self._pump_thread.join(5)
         return self.popen.returncode
 
     def __enter__(self) -> Self:

@@ -43,6 +43,13 @@ class Proxy:
             time.sleep(0.05)
         raise AssertionError(f"no record for {case}; mitmdump said:\n" + "\n".join(self.process.lines[-30:]))
 
+    def log_line(self, case: str) -> str:
+        """The addon's one log line for the flow whose URL names ``case``. The JSONL record is written
+        before the line is printed, and mitmdump's output is read by a thread: wait for it."""
+        self.process.wait_for(rf"toolcall-lens POST .*case={case}\b")
+        (line,) = [s for s in self.process.lines if "toolcall-lens POST" in s and f"case={case}" in s]
+        return line
+
     def still_serving(self) -> None:
         """The proxy is alive and a normal streamed request through it gets its calls."""
         assert self.process.popen.poll() is None, "mitmdump exited"
@@ -230,7 +237,7 @@ def test_an_html_error_page_where_a_stream_was_asked_for(proxy):
     assert warning["status"] == 502 and warning["content_type"] == "text/html"
     assert "502 Bad Gateway" in warning["message"] and record["status"] == 502
     assert record["result"]["streamed"] is True  # a stream was asked for, and an error page came
-    (line,) = [line for line in proxy.process.lines if "toolcall-lens POST" in line and "case=html502" in line]
+    line = proxy.log_line("html502")
     assert "openai-chat (stream asked for): HTTP 502 Bad Gateway: text/html body: <html>" in line, line
     assert "not streamed" not in line
     proxy.still_serving()
@@ -246,7 +253,7 @@ def test_a_json_rate_limit_error_where_a_stream_was_asked_for(proxy):
     assert codes(record) == ["http-error"]
     assert record["result"]["error"] == fake_provider.RATE_LIMITED
     assert "Rate limit reached" in record["result"]["warnings"][0]["message"]
-    (line,) = [line for line in proxy.process.lines if "toolcall-lens POST" in line and "case=json429" in line]
+    line = proxy.log_line("json429")
     # The log line says the status and the provider's message, not "? (not streamed): no calls".
     assert "anthropic-messages (stream asked for): HTTP 429 Too Many Requests: Rate limit reached" in line, line
     assert "not streamed" not in line and "no calls" not in line
