@@ -178,8 +178,12 @@ class Assembly:
     def _tool_delta(self, op: ToolCallDelta) -> None:
         state = self.choices.get(op.choice) or self._choice(op.choice)
         dormant = self.dormant
-        index_taken = bool(dormant) and op.index in state.by_index
-        call, created = self._route(state, op)
+        index = op.index
+        index_taken = bool(dormant) and index in state.by_index
+        if op.id is None and not op.whole and (call := state.by_index.get(index)):
+            created = False  # a continuation naming its call by index alone: _route's first answer
+        else:
+            call, created = self._route(state, op)
         if dormant:
             # A hazard strategy sleeps while its own rule says it surely routes every delta as identity
             # routing does (then its calls are identity's: nothing to simulate). At the first delta it

@@ -176,7 +176,10 @@ class StreamAccumulator:
             )
             if not data:
                 return
-        self._feed_decoded(data)
+        if self._framer is None:
+            self._hold(data, final=False)
+        else:
+            self._consume(self._framer.feed(data))
 
     def feed_object(self, obj: dict, nbytes: int, now: float | None = None) -> None:
         """One event that came whole and already read as a JSON object (a WebSocket message of

@@ -67,7 +67,7 @@ class MessageRewriter:
 
     def feed(self, content: bytes) -> list[bytes]:
         self.messages_in += 1
-        if self._rewriter is None or b"\r" in content:
+        if self._rewriter is None or 0x0D in content:  # an int: see framing/lines.py
             # Nothing to rewrite (no response yet), or a line break SSE would not keep: as it came, after
             # whatever is held.
             out = [*self._close(), content]

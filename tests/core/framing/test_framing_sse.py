@@ -141,6 +141,43 @@ def test_partial_line_is_carried_across_chunks():
     assert [e.data for e in events] == [b'{"x": 1}']
 
 
+# The direct path takes a chunk that is one whole "data: ..." event; each case below is such a chunk that
+# must still go through the rules, because of what came before it.
+
+
+def test_a_whole_event_chunk_after_a_first_data_line_joins_it():
+    assert [e.data for e in decode(b"data: a\n", b"data: b\n\n")] == [b"a\nb"]
+
+
+def test_a_whole_event_chunk_after_an_unended_line_continues_that_line():
+    assert [e.data for e in decode(b"data: abc", b"data: def\n\n")] == [b"abcdata: def"]
+
+
+def test_a_whole_event_chunk_after_an_event_field_takes_its_type():
+    assert decode(b"event: ping\n", b"data: x\n\n") == [SseEvent("ping", b"x", None)]
+
+
+def test_a_whole_event_chunk_inside_an_oversized_event_is_part_of_it():
+    # The event went over the cap: everything up to its blank line is dropped, this data line too.
+    events = decode(b"data: " + b"x" * 50 + b"\n", b"data: x\n\n", b"data: after\n\n", max_event_bytes=20)
+    assert events == [OVERSIZED, SseEvent(None, b"after", None)]
+
+
+def test_a_whole_event_chunk_after_a_line_over_the_cap_ends_that_line():
+    # The line over the cap is being skipped: the chunk's first line end is its end, then a blank line.
+    events = decode(b"data: " + b"y" * 50, b"data: x\n\n", b"data: after\n\n", max_event_bytes=20)
+    assert events == [OVERSIZED, SseEvent(None, b"after", None)]
+
+
+def test_a_whole_event_chunk_with_a_cr_inside_is_two_lines():
+    assert decode(b"data: a\rdata: b\n\n") == [SseEvent(None, b"a\nb", None)]
+
+
+def test_a_whole_event_chunk_over_the_cap_is_dropped():
+    assert decode(b"data: " + b"z" * 20 + b"\n\n", max_event_bytes=20) == [OVERSIZED]
+    assert decode(b"data: " + b"z" * 19 + b"\n\n", max_event_bytes=20) == [SseEvent(None, b"z" * 19, None)]
+
+
 def test_invalid_utf8_passes_through_as_bytes():
     events = decode(b"data: \xff\xfe\n\n")
     assert events == [SseEvent(None, b"\xff\xfe", None)]
