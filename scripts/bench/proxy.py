@@ -7,12 +7,16 @@ from __future__ import annotations
 import contextlib
 import http.client
 import statistics
+import subprocess
+import sys
 import textwrap
 import threading
 import time
 from collections.abc import Callable
 
 from lab import start_fake_provider
+
+from accumulator import StreamAccumulator
 
 from .measure import quantile
 from .report import FINDINGS, heading, rate, table, version
@@ -75,6 +79,45 @@ def latency_run(port: int, model: str, delay: float) -> list[float]:
         conn.close()
 
 
+def core_alone(events: list[bytes], busy: bool) -> float:
+    """The core as core_stream.py runs it (one feed per event, a clock reading each), in this process:
+    thread CPU µs per event, median of 5; ``busy``: with another process spinning on the other core, as
+    the clients and the upstream keep it busy while the proxy runs."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    try:
+        times = []
+        for _ in range(6):
+            start = time.thread_time()
+            accumulator = StreamAccumulator("openai-chat")
+            for event in events:
+                accumulator.feed(event, time.time())
+            accumulator.finish(time.time())
+            times.append((time.thread_time() - start) / len(events) * 1e6)
+        return statistics.median(times[1:])
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+
+
+def core_inside(summary: dict, events: list[bytes], rounds: int) -> None:
+    """What each callable adds to mitmdump's CPU per event, against the core alone in this process."""
+    identity_cpu = summary["identity callable"][1]
+    added = {
+        label: summary[label][1] - identity_cpu for label in ("floor callable", "core callable", "addon.py")
+    }
+    alone, alone_busy = core_alone(events, False), core_alone(events, True)
+    print(
+        textwrap.dedent(f"""        Added CPU per event inside mitmdump (its CPU per event less the identity callable's): floor
+        {added["floor callable"]:.1f} µs, core {added["core callable"]:.1f} µs, addon {added["addon.py"]:.1f} µs.
+        The same core alone in this process, fed the same events the same way (thread CPU): {alone:.1f} µs
+        per event with the other core idle, {alone_busy:.1f} µs with it busy (as the clients and the upstream
+        keep it during the runs above). Inside mitmdump / alone: {added["core callable"] / alone:.2f}x idle,
+        {added["core callable"] / alone_busy:.2f}x busy.""")
+    )
+    FINDINGS["core inside"] = (added["core callable"], alone, alone_busy)
+
+
 def bench_proxy(args) -> None:
     quick = args.quick
     rounds = 2 if quick else 5
@@ -95,6 +138,7 @@ def bench_proxy(args) -> None:
             ("addon.py", ADDON),
             ("identity callable", ADDONS / "identity_stream.py"),
             ("floor callable", ADDONS / "floor_stream.py"),
+            ("core callable", ADDONS / "core_stream.py"),
         ):
             for source, port in (("upstream", upstream_port), ("provider", provider_port)):
                 process, listen = start_mitmdump(port, script, name=f"mitmdump {label} -> {source}")
@@ -143,6 +187,7 @@ def bench_proxy(args) -> None:
                 ("addon.py", proxies[("addon.py", source)]),
                 ("identity callable", proxies[("identity callable", source)]),
                 ("floor callable", proxies[("floor callable", source)]),
+                ("core callable", proxies[("core callable", source)]),
                 ("direct", (None, direct[source])),
             ]
             for _label, (_process, port) in targets:  # warm-up
@@ -191,6 +236,8 @@ def bench_proxy(args) -> None:
             )
             if failures:
                 print(f"FAILURES ({len(failures)}): {failures[:3]}")
+            if source == "upstream":
+                core_inside(summary, long_stream.events, rounds)
             FINDINGS[f"proxy/{source}"] = (
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),

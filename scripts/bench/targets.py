@@ -61,6 +61,17 @@ def print_targets() -> None:
             )
         else:
             add(f"through mitmdump: >= 90% of identity throughput ({label})", "-", None)
+    inside = FINDINGS.get("core inside")
+    if inside:
+        added, alone, alone_busy = inside
+        add(
+            "the core's cost per event inside mitmdump <= 1.5x its cost alone (fed the same way)",
+            f"{added / alone:.2f}x ({added:.1f} vs {alone:.1f} us/event; {added / alone_busy:.2f}x against "
+            f"the core alone with the other core busy, {alone_busy:.1f} us)",
+            added / alone <= 1.5,
+        )
+    else:
+        add("the core's cost per event inside mitmdump <= 1.5x its cost alone", "-", None)
     latency = FINDINGS.get("latency")
     if latency:
         add(
