@@ -4,6 +4,7 @@ Each has one error boundary: whatever fails inside, the bytes keep flowing and t
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from accumulator import StreamAccumulator, failure_result
@@ -19,19 +20,32 @@ def describe(exc: BaseException) -> str:
         return type(exc).__name__
 
 
+# Chunks held before they are fed, each with its arrival time. Fed one at a time, between two chunks of a
+# flow the proxy runs everything else (other flows, its own layers) and the core starts each feed with
+# cold caches; fed a few dozen at a time, it runs warm. The result is the same: every chunk is fed with
+# the time it arrived. In mitmproxy the batch is fed once the chunk that filled it is on its way (the
+# event loop's next turn), so no chunk waits for it. docs/performance.md has the figures.
+HELD_CHUNKS = 32
+
+
 class StreamWatch:
     """The stream callable of one flow: feeds the accumulator, keeps the body, returns every chunk as is.
 
     It must never raise (mitmproxy would drop the chunk): a failure inside the analysis is recorded,
-    analysis of this flow stops, and the bytes keep flowing.
+    analysis of this flow stops, and the bytes keep flowing. Chunks are fed ``HELD_CHUNKS`` at a time,
+    and before every live update and at the end, so that what the accumulator says is never behind.
+    ``defer`` (the event loop's ``call_soon``) runs a full batch after the chunk that filled it has gone;
+    without it the batch is fed at once.
     """
 
     __slots__ = (
         "accumulator",
         "body_cap",
         "chunks",
+        "defer",
         "failure",
         "format",
+        "held",
         "inner",
         "kept",
         "next_progress",
@@ -49,8 +63,10 @@ class StreamWatch:
         inner=None,
         on_progress=None,
         progress_every: float = 0.0,
+        defer=None,
     ) -> None:
         self.accumulator = accumulator
+        self.defer = defer
         self.on_progress = on_progress  # called with the watch, at most every ``progress_every`` seconds
         self.progress_every = progress_every
         self.next_progress = 0.0
@@ -58,6 +74,7 @@ class StreamWatch:
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
         self.inner = inner  # a stream callable another addon set before us, still honoured
         self.chunks: list[bytes] = []
+        self.held: list[tuple[bytes, float]] = []  # (chunk, arrival time) not fed yet
         self.kept = 0
         self.seen = 0
         self.failure: str | None = None
@@ -75,18 +92,41 @@ class StreamWatch:
                     self.kept += min(len(chunk), room)
                 if self.failure is None:
                     now = time.time()
-                    self.accumulator.feed(chunk, now)
+                    held = self.held
+                    held.append((chunk, now))
                     if self.on_progress is not None and now >= self.next_progress:
+                        self.feed_held()
                         self.next_progress = now + self.progress_every
                         self.on_progress(self)
+                    elif len(held) >= HELD_CHUNKS:
+                        if self.defer is None:
+                            self.feed_held()
+                        elif len(held) == HELD_CHUNKS:  # once: the batch goes on growing until it runs
+                            self.defer(self._feed_later)
         except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
             self.failure = describe(exc)
         return chunk
+
+    def feed_held(self) -> None:
+        """Feed the chunks held so far, each with its arrival time."""
+        held, self.held = self.held, []
+        feed = self.accumulator.feed
+        for chunk, now in held:
+            feed(chunk, now)
+
+    def _feed_later(self) -> None:
+        """The deferred batch, on the event loop: never raises (the failure is the flow's, as in __call__)."""
+        if self.failure is None:
+            try:
+                self.feed_held()
+            except Exception as exc:  # noqa: BLE001
+                self.failure = describe(exc)
 
     def finish(self) -> tuple[dict | None, bytes]:
         """The result (None: not an LLM stream after all) and the kept body. Never raises."""
         try:
             if self.failure is None:
+                self.feed_held()  # a failure in it is the analysis failing: the except below
                 if self.seen > self.kept and self.body_cap:
                     self.accumulator.note(
                         "body-truncated",
@@ -225,8 +265,18 @@ def open_watch(flow, format: str | None, settings, *, keep_body: bool = True, on
         format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits
     )
     inner = flow.response.stream if callable(flow.response.stream) else None
+    try:
+        defer = asyncio.get_running_loop().call_soon
+    except RuntimeError:  # no event loop (mitmproxy's test harness): batches are fed as they fill
+        defer = None
     watch = StreamWatch(
-        upstream, format, settings.body_cap if keep_body else 0, inner, on_progress, settings.live_every
+        upstream,
+        format,
+        settings.body_cap if keep_body else 0,
+        inner,
+        on_progress,
+        settings.live_every,
+        defer,
     )
     rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
     watch.rewrite_note = note

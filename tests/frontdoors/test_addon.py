@@ -15,6 +15,7 @@ from streams import DATA, call, choice, chunk, sse, tool_chunk, without_timing
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
+from toolcall_lens.watch import HELD_CHUNKS
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
 CLEAN = (DATA / "openai_chat_parallel.sse").read_bytes()
@@ -269,6 +270,98 @@ def test_abort_mid_stream_is_truncated(lens):
     assert "truncated-stream" in [w["code"] for w in result["warnings"]]
     assert "incomplete" in flow.comment and flow.marked
     assert lens.watches == {}
+
+
+def test_chunks_fed_in_batches_keep_each_ones_arrival_time(lens, monkeypatch):
+    # Far more chunks than the watch holds, arriving 10 ms apart with a 5 s silence before chunk 150, no
+    # live updates: the flow's result is the core's fed each chunk at its own arrival time, timing and all.
+    sent = pieces(PRODUCTION, 7)
+    assert len(sent) > 4 * HELD_CHUNKS
+    times = [1000.0 + 0.01 * n + (5.0 if n >= 150 else 0.0) for n in range(len(sent))]
+    now = [999.0]
+    monkeypatch.setattr(addon_module.time, "time", lambda: now[0])
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_live_updates=0)
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        for piece, now[0] in zip(sent, times, strict=True):
+            flow.response.stream(piece)
+            assert len(lens.watches[flow.id].held) < HELD_CHUNKS  # no event loop here: fed as it fills
+        now[0] += 0.01
+        flow.response.stream(b"")
+        lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    started = flow.request.timestamp_end
+    expected = StreamAccumulator("openai-chat", request=REQUEST, started_at=started, stall_seconds=10)
+    for piece, at in zip(sent, times, strict=True):
+        expected.feed(piece, at)
+    expected = expected.finish(now[0])
+    assert result["timing"] == expected["timing"] and 5 < result["timing"]["longest_gap"] < 6
+    assert result["choices"] == expected["choices"]
+    assert [c["last_at"] for c in result["choices"][0]["tool_calls"]] != [None, None]
+
+
+def test_a_live_update_sees_every_chunk_that_came(monkeypatch):
+    clock = iter(1000.0 + 0.01 * n for n in range(10_000))
+    monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_live_updates=4)  # every 0.25 s: every 25th chunk here
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        seen = []
+        for n, piece in enumerate(pieces(PRODUCTION, 3), 1):
+            before = flow.metadata.get("toolcall_lens_live")
+            flow.response.stream(piece)
+            live = flow.metadata.get("toolcall_lens_live")
+            if live is not before:
+                seen.append((n, live["bytes"]))
+        flow.response.stream(b"")
+        lens.response(flow)
+    assert len(seen) > 3
+    assert all(nbytes == min(3 * n, len(PRODUCTION)) for n, nbytes in seen), seen
+
+
+def test_a_full_batch_is_fed_on_the_event_loops_next_turn(monkeypatch):
+    later = []  # what the watch asked the loop to run after the current chunk is on its way
+    accumulator = StreamAccumulator("openai-chat", request=REQUEST)
+    watch = addon_module.StreamWatch(accumulator, "openai-chat", 1 << 20, defer=later.append)
+    sent = pieces(PRODUCTION, 7)
+    for n, piece in enumerate(sent, 1):
+        assert watch(piece) is piece
+        fed = accumulator.snapshot()["bytes"]
+        if n % HELD_CHUNKS:
+            assert not later
+            continue
+        assert len(later) == 1 and fed == 7 * (n - HELD_CHUNKS)  # the batch waits for the loop
+        later.pop()()
+        assert watch.held == [] and accumulator.snapshot()["bytes"] == 7 * n
+    assert 0 < len(watch.held) < HELD_CHUNKS and not later  # the rest is fed at the end
+    result, body = watch.finish()
+    assert body == PRODUCTION and without_timing(result) == without_timing(
+        analyze(PRODUCTION, request=REQUEST)
+    )
+    # A loop slow to come back is asked once; the batch grows until it runs.
+    watch = addon_module.StreamWatch(StreamAccumulator("openai-chat"), "openai-chat", 0, defer=later.append)
+    for piece in sent[: 3 * HELD_CHUNKS]:
+        watch(piece)
+    assert len(later) == 1 and len(watch.held) == 3 * HELD_CHUNKS
+    later.pop()()
+    assert watch.held == [] and watch.accumulator.snapshot()["bytes"] == 7 * 3 * HELD_CHUNKS
+
+    def broken_feed(self, data, now=None):
+        raise RuntimeError("core bug")
+
+    monkeypatch.setattr(StreamAccumulator, "feed", broken_feed)
+    watch = addon_module.StreamWatch(
+        StreamAccumulator("openai-chat"), "openai-chat", 1 << 20, defer=later.append
+    )
+    for piece in sent[:HELD_CHUNKS]:
+        watch(piece)
+    later.pop()()  # raises nothing on the loop: the failure is the flow's
+    assert "core bug" in watch.failure
+    result, _ = watch.finish()
+    assert [w["code"] for w in result["warnings"]] == ["internal-error"]
 
 
 def test_internal_failure_never_reaches_the_traffic(lens, monkeypatch):
