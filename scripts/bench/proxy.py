@@ -17,6 +17,7 @@ from collections.abc import Callable
 from lab import start_fake_provider
 
 from accumulator import StreamAccumulator
+from toolcall_lens.watch import HELD_CHUNKS
 
 from .measure import quantile
 from .report import FINDINGS, heading, rate, table, version
@@ -79,20 +80,38 @@ def latency_run(port: int, model: str, delay: float) -> list[float]:
         conn.close()
 
 
-def core_alone(events: list[bytes], busy: bool) -> float:
+# Between two feeds of the cold run: a walk over ~10 MB of objects, as a proxy's other work between two
+# chunks of one flow (other flows, its layers, asyncio) goes through memory the core does not use.
+_ELSEWHERE = [{"key": [n, str(n), (n, n)]} for n in range(30_000)]
+
+
+def _walk_elsewhere() -> int:
+    total = 0
+    for entry in _ELSEWHERE:
+        total += entry["key"][0]
+    return total
+
+
+def core_alone(events: list[bytes], busy: bool = False, cold: bool = False) -> float:
     """The core as core_stream.py runs it (one feed per event, a clock reading each), in this process:
-    thread CPU µs per event, median of 5; ``busy``: with another process spinning on the other core, as
-    the clients and the upstream keep it busy while the proxy runs."""
+    thread CPU µs per event in the feeds alone, median of 5 runs. ``busy``: with another process spinning
+    on the other core (as the clients and the upstream keep it while the proxy runs); ``cold``: with a walk
+    over other memory between two feeds (as the proxy's own work between two chunks)."""
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    clock = time.thread_time_ns
     try:
         times = []
         for _ in range(6):
-            start = time.thread_time()
+            spent = 0
             accumulator = StreamAccumulator("openai-chat")
             for event in events:
+                if cold:
+                    _walk_elsewhere()
+                start = clock()
                 accumulator.feed(event, time.time())
+                spent += clock() - start
             accumulator.finish(time.time())
-            times.append((time.thread_time() - start) / len(events) * 1e6)
+            times.append(spent / len(events) / 1e3)
         return statistics.median(times[1:])
     finally:
         if spinner is not None:
@@ -100,22 +119,25 @@ def core_alone(events: list[bytes], busy: bool) -> float:
             spinner.wait()
 
 
-def core_inside(summary: dict, events: list[bytes], rounds: int) -> None:
+def core_inside(summary: dict, events: list[bytes]) -> None:
     """What each callable adds to mitmdump's CPU per event, against the core alone in this process."""
     identity_cpu = summary["identity callable"][1]
     added = {
         label: summary[label][1] - identity_cpu for label in ("floor callable", "core callable", "addon.py")
     }
-    alone, alone_busy = core_alone(events, False), core_alone(events, True)
+    alone, busy, cold = core_alone(events), core_alone(events, busy=True), core_alone(events, cold=True)
+    core = added["core callable"]
     print(
         textwrap.dedent(f"""        Added CPU per event inside mitmdump (its CPU per event less the identity callable's): floor
-        {added["floor callable"]:.1f} µs, core {added["core callable"]:.1f} µs, addon {added["addon.py"]:.1f} µs.
-        The same core alone in this process, fed the same events the same way (thread CPU): {alone:.1f} µs
-        per event with the other core idle, {alone_busy:.1f} µs with it busy (as the clients and the upstream
-        keep it during the runs above). Inside mitmdump / alone: {added["core callable"] / alone:.2f}x idle,
-        {added["core callable"] / alone_busy:.2f}x busy.""")
+        {added["floor callable"]:.1f} µs, core {core:.1f} µs, addon {added["addon.py"]:.1f} µs (the
+        addon feeds its core {HELD_CHUNKS} chunks at a time; the core callable one chunk at a time).
+        The same core alone in this process, fed the same events the same way (thread CPU of the feeds):
+        {alone:.1f} µs per event; {busy:.1f} µs with the other core busy (as the clients and the upstream
+        keep it during the runs above); {cold:.1f} µs with a walk over 10 MB of other objects between two
+        feeds (as the proxy's own work between two chunks of a flow). Inside mitmdump / alone: {core / alone:.2f}x;
+        / alone with the other core busy: {core / busy:.2f}x; / alone with cold caches: {core / cold:.2f}x.""")
     )
-    FINDINGS["core inside"] = (added["core callable"], alone, alone_busy)
+    FINDINGS["core inside"] = (core, alone, busy, cold)
 
 
 def bench_proxy(args) -> None:
@@ -237,7 +259,7 @@ def bench_proxy(args) -> None:
             if failures:
                 print(f"FAILURES ({len(failures)}): {failures[:3]}")
             if source == "upstream":
-                core_inside(summary, long_stream.events, rounds)
+                core_inside(summary, long_stream.events)
             FINDINGS[f"proxy/{source}"] = (
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),

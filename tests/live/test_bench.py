@@ -18,6 +18,7 @@ HEADERS = (
     "== core: cost per event as parallel calls grow",
     "== core: memory of one accumulator",
     "== proxy: throughput, long streams",
+    "Added CPU per event inside mitmdump",
     "== proxy: throughput, short flows",
     "== proxy: latency added per event",
     "added by the addon: p50",
