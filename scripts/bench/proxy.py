@@ -317,3 +317,11 @@ def bench_proxy(args) -> None:
         }
         print(f"added by the addon: p50 {added[0.5] * 1e3:+.3f} ms, p99 {added[0.99] * 1e3:+.3f} ms")
         FINDINGS["latency"] = added
+    # The proxies have stopped: what the garbage collector cost inside the core callable's mitmdump.
+    for source in ("upstream", "provider"):
+        process = proxies[("core callable", source)][0]
+        said = [line for line in process.lines if line.startswith("core_stream gc: ")]
+        print(
+            f"garbage collection inside mitmdump with the core callable ({source}, every run above): "
+            + (said[-1].removeprefix("core_stream gc: ") if said else "not reported")
+        )
