@@ -69,7 +69,7 @@ class StreamWatch:
         self.defer = defer
         self.on_progress = on_progress  # called with the watch, at most every ``progress_every`` seconds
         self.progress_every = progress_every
-        self.next_progress = 0.0
+        self.next_progress = 0.0 if on_progress is not None else float("inf")
         self.format = format
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
         self.inner = inner  # a stream callable another addon set before us, still honoured
@@ -94,10 +94,14 @@ class StreamWatch:
                     now = time.time()
                     held = self.held
                     held.append((chunk, now))
-                    if self.on_progress is not None and now >= self.next_progress:
-                        self.feed_held()
-                        self.next_progress = now + self.progress_every
-                        self.on_progress(self)
+                    if now >= self.next_progress:  # never without live updates (infinity)
+                        if self.next_progress:
+                            self.feed_held()
+                            self.next_progress = now + self.progress_every
+                            self.on_progress(self)
+                        else:  # the first chunk: the first update comes an interval later (none for
+                            # a flow shorter than that, which would cost every addon a hook for nothing)
+                            self.next_progress = now + self.progress_every
                     elif len(held) >= HELD_CHUNKS:
                         if self.defer is None:
                             self.feed_held()

@@ -74,6 +74,18 @@ def test_invalid_arguments_are_shown_as_is_and_marked():
     assert "(not valid JSON, shown as is)" in text and "truncated-stream" in text
 
 
+def test_a_stream_shorter_than_the_update_interval_gets_no_live_update(monkeypatch):
+    # Every chunk within 0.4 s at 2 updates a second: the flow ends before its first update was due, and
+    # no hook is triggered for it (each one runs every addon of the proxy).
+    clock = iter(1000.0 + 0.01 * n for n in range(10_000))
+    monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
+    lens, updates = addon_module.ToolcallLens(), Updates()
+    with taddons.context(lens, updates):
+        flow = llm_flow()
+        stream_through(lens, flow, pieces(PRODUCTION, 40))  # 44 chunks, 0.44 s
+    assert flow.id not in updates.seen and "toolcall_lens" in flow.metadata
+
+
 def test_other_responses_keep_their_usual_view():
     flow = tflow.tflow(resp=True)
     flow.response.headers["content-type"] = "application/json"
@@ -293,5 +305,7 @@ def test_a_failing_rule_is_named_with_the_clients_that_follow_it():
     report = format_report(result)
     clients = STRATEGIES["field-concat"].clients
     assert "openai-python's accumulate_delta" in clients and f"who follows it: {clients}" in report
-    assert report.count("who follows it") == sum(v["verdict"] == "breaks" for v in result["compatibility"].values())
+    assert report.count("who follows it") == sum(
+        v["verdict"] == "breaks" for v in result["compatibility"].values()
+    )
     assert f"field-concat: {clients}" in format_view(result)  # the content view, above the side by side
