@@ -92,16 +92,17 @@ def _walk_elsewhere() -> int:
     return total
 
 
-def core_alone(events: list[bytes], busy: bool = False, cold: bool = False) -> float:
+def core_alone(events: list[bytes], busy: bool = False, cold: bool = False, runs: int = 3) -> float:
     """The core as core_stream.py runs it (one feed per event, a clock reading each), in this process:
-    thread CPU µs per event in the feeds alone, median of 5 runs. ``busy``: with another process spinning
-    on the other core (as the clients and the upstream keep it while the proxy runs); ``cold``: with a walk
-    over other memory between two feeds (as the proxy's own work between two chunks)."""
+    thread CPU µs per event in the feeds alone, median of ``runs`` after a warm-up. ``busy``: with another
+    process spinning on the other core (as the clients and the upstream keep it while the proxy runs);
+    ``cold``: with a walk over other memory between two feeds (as the proxy's own work between two
+    chunks). Measured once per round, between the proxies' runs: the machine's speed drifts."""
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     clock = time.thread_time_ns
     try:
         times = []
-        for _ in range(6):
+        for _ in range(runs + 1):
             spent = 0
             accumulator = StreamAccumulator("openai-chat")
             for event in events:
@@ -119,19 +120,28 @@ def core_alone(events: list[bytes], busy: bool = False, cold: bool = False) -> f
             spinner.wait()
 
 
-def core_inside(summary: dict, events: list[bytes]) -> None:
+def alone_round(events: list[bytes], found: dict[str, list[float]]) -> None:
+    """One round of the core alone, idle, beside a busy core and with cold caches (on fewer events: each
+    walk takes a millisecond or more)."""
+    found.setdefault("alone", []).append(core_alone(events))
+    found.setdefault("busy", []).append(core_alone(events, busy=True))
+    found.setdefault("cold", []).append(core_alone(events[:300], cold=True, runs=1))
+
+
+def core_inside(summary: dict, alone_runs: dict[str, list[float]]) -> None:
     """What each callable adds to mitmdump's CPU per event, against the core alone in this process."""
     identity_cpu = summary["identity callable"][1]
     added = {
         label: summary[label][1] - identity_cpu for label in ("floor callable", "core callable", "addon.py")
     }
-    alone, busy, cold = core_alone(events), core_alone(events, busy=True), core_alone(events, cold=True)
+    alone, busy, cold = (statistics.median(alone_runs[key]) for key in ("alone", "busy", "cold"))
     core = added["core callable"]
     print(
         textwrap.dedent(f"""        Added CPU per event inside mitmdump (its CPU per event less the identity callable's): floor
         {added["floor callable"]:.1f} µs, core {core:.1f} µs, addon {added["addon.py"]:.1f} µs (the
         addon feeds its core {HELD_CHUNKS} chunks at a time; the core callable one chunk at a time).
-        The same core alone in this process, fed the same events the same way (thread CPU of the feeds):
+        The same core alone in this process, fed the same events the same way (thread CPU of the feeds,
+        medians of one measure per round, taken between the proxies' runs):
         {alone:.1f} µs per event; {busy:.1f} µs with the other core busy (as the clients and the upstream
         keep it during the runs above); {cold:.1f} µs with a walk over 10 MB of other objects between two
         feeds (as the proxy's own work between two chunks of a flow). Inside mitmdump / alone: {core / alone:.2f}x;
@@ -204,6 +214,7 @@ def bench_proxy(args) -> None:
         for title, source, bodies, expected in workloads:
             heading(f"proxy: throughput, {title}")
             results: dict[str, list[tuple[float, int, float]]] = {}
+            alone_runs: dict[str, list[float]] = {}
             failures: list[str] = []
             targets = [
                 ("addon.py", proxies[("addon.py", source)]),
@@ -222,6 +233,8 @@ def bench_proxy(args) -> None:
                     cpu = (cpu_seconds(process.popen.pid) - cpu0) if process else float("nan")
                     failures += failed
                     results.setdefault(label, []).append((seconds, events, cpu))
+                if source == "upstream":
+                    alone_round(long_stream.events, alone_runs)
             rows = []
             summary = {}
             for label, runs in results.items():
@@ -259,7 +272,7 @@ def bench_proxy(args) -> None:
             if failures:
                 print(f"FAILURES ({len(failures)}): {failures[:3]}")
             if source == "upstream":
-                core_inside(summary, long_stream.events)
+                core_inside(summary, alone_runs)
             FINDINGS[f"proxy/{source}"] = (
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),
