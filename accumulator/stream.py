@@ -176,6 +176,7 @@ class StreamAccumulator:
             )
             if not data:
                 return
+        # _feed_decoded, written out: this is the path of every chunk that is not compressed.
         if self._framer is None:
             self._hold(data, final=False)
         else:
@@ -265,6 +266,7 @@ class StreamAccumulator:
         return self._result
 
     def _feed_decoded(self, data: bytes) -> None:
+        # _feed_decoded, written out: this is the path of every chunk that is not compressed.
         if self._framer is None:
             self._hold(data, final=False)
         else:

@@ -27,7 +27,7 @@ from .faults import (
     huge_event_pieces,
 )
 from .renderers import WIRE_FORMATS
-from .request import Refused, Request, credentials_sha256, error_json, options, route, scenario_of
+from .request import Refused, Request, credentials_sha256, error_json, json_body, options, route, scenario_of
 from .scenarios import SCRIPTS
 from .wire import Wire, sha256, wire
 
@@ -148,13 +148,7 @@ class Provider:
         encoding: str | None,
     ) -> None:
         """The `agent` scenario: an answer made from the request's own tools (agent.py)."""
-        try:
-            payload = orjson.loads(request.body)
-        except orjson.JSONDecodeError:
-            raise Refused(400, "body is not JSON") from None
-        if not isinstance(payload, dict):
-            raise Refused(400, "body must be a JSON object")
-        rendered = agent.render(fmt, payload)
+        rendered = agent.render(fmt, json_body(request))
         if not stream:
             whole = wire((orjson.dumps(rendered.final()),), encoding)
             extra = {"X-Scenario": agent.AGENT, **whole.headers}

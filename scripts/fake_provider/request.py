@@ -81,15 +81,21 @@ def route(path: str) -> tuple[str, str | None, bool | None] | None:
     return None
 
 
+def json_body(request: Request) -> dict:
+    """The request's body as a JSON object; a 400 otherwise."""
+    try:
+        payload = orjson.loads(request.body)
+    except orjson.JSONDecodeError:
+        raise Refused(400, "body is not JSON") from None
+    if not isinstance(payload, dict):
+        raise Refused(400, "body must be a JSON object")
+    return payload
+
+
 def scenario_of(request: Request, fmt: str, name: str | None, stream: bool | None) -> tuple[str, bool]:
     """(scenario, streamed) of an LLM request: from the path when it says, else from the body."""
     if name is None:  # the body says
-        try:
-            payload = orjson.loads(request.body)
-        except orjson.JSONDecodeError:
-            raise Refused(400, "body is not JSON") from None
-        if not isinstance(payload, dict):
-            raise Refused(400, "body must be a JSON object")
+        payload = json_body(request)
         name = payload.get("model")
         if fmt in STREAMED_UNLESS_FALSE:
             stream = payload.get("stream") is not False
