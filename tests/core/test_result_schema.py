@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 
-import jsonschema
 import pytest
+from schemas import check_result
 from streams import CORPUS, DATA, HAVE_CORPUS, NO_CORPUS, ROOT, call, choice, chunk, sse, tool_chunk
 
 from accumulator import CATALOGUE, RESULT_SCHEMA, analyze
@@ -46,7 +46,7 @@ def test_a_recorded_result_is_json_safe_and_matches_the_schema(name):
 
 def assert_json_safe_and_in_the_schema(result: dict) -> None:
     assert json.loads(json.dumps(result, allow_nan=False)) == result
-    jsonschema.validate(result, RESULT_SCHEMA)
+    check_result(result)
     for w in result["warnings"]:
         assert w["code"] in CATALOGUE and w["severity"] == CATALOGUE[w["code"]][0]
 
@@ -132,4 +132,4 @@ def test_warnings_added_to_a_finished_result_go_through_the_log_and_its_cap():
     assert len(found) == MAX_PER_CODE and found[0]["id"] == "call_0" and found[0]["severity"] == "warning"
     assert len(result["warnings"]) == before + MAX_PER_CODE
     assert result["stats"]["warnings_suppressed"] == 5
-    jsonschema.validate(result, RESULT_SCHEMA)
+    check_result(result)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schemas import check_connection, check_result
 
-from accumulator import CONNECTION_SCHEMA, RESULT_SCHEMA, Connection, connection_result, websocket_format
+from accumulator import Connection, connection_result, websocket_format
 from accumulator.formats import WEBSOCKET_FORMATS, sniff_websocket
 
 GEMINI_LIVE_PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
@@ -38,9 +38,9 @@ class Wire:
     def finish(self):
         self.settled += self.connection.finish()
         record = connection_result(self.connection)
-        jsonschema.validate(record, CONNECTION_SCHEMA)
+        check_connection(record)
         for result in self.settled:
-            jsonschema.validate(result, RESULT_SCHEMA)
+            check_result(result)
         return self.settled
 
 
@@ -517,7 +517,7 @@ def test_no_message_sequence_makes_the_connection_raise(format, messages):
     for from_client, content in messages:
         connection.message(from_client, content, True)
     connection.finish()
-    jsonschema.validate(connection_result(connection), CONNECTION_SCHEMA)
+    check_connection(connection_result(connection))
 
 
 def test_a_long_connection_keeps_a_bounded_number_of_results():

@@ -10,10 +10,10 @@ import json
 import pytest
 from mitmproxy import websocket
 from mitmproxy.test import taddons, tflow
+from schemas import check_connection
 from wsproto.frame_protocol import Opcode
 
 import addon as addon_module
-from accumulator import CONNECTION_SCHEMA
 
 
 @pytest.fixture
@@ -73,9 +73,7 @@ def test_a_connection_gets_its_record_comment_and_marker(lens):
     send(lens, flow, False, {"type": "response.completed", "response": {"id": "r2", "status": "completed"}})
     lens.websocket_end(flow)
     record = flow.metadata["toolcall_lens"]
-    import jsonschema
-
-    jsonschema.validate(record, CONNECTION_SCHEMA)
+    check_connection(record)
     assert [r["websocket"]["position"] for r in record["responses"]] == [1, 2]
     assert record["connection"]["closed"]["code"] == flow.websocket.close_code
     assert flow.comment.startswith("openai-responses websocket: 2 responses, calls: tool_0, tool_1")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from schemas import check_result
 from streams import DATA, call, choice, chunk, sse, tool_chunk
 
 from accumulator.cli import main
@@ -414,11 +415,7 @@ def test_a_dump_made_without_the_addon_gives_the_timing_its_flow_timestamps_tell
 
 
 def _valid(result: dict) -> None:
-    import jsonschema
-
-    from accumulator import RESULT_SCHEMA
-
-    jsonschema.validate(result, RESULT_SCHEMA)
+    check_result(result)
     assert "websocket" in result
 
 

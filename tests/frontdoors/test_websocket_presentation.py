@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 import json
 
-import jsonschema
 from mitmproxy import contentviews
 from mitmproxy.test import taddons, tflow
+from schemas import check_connection, check_result
 from test_addon import PRODUCTION, llm_flow, stream_through
 from websocket_messages import websocket_flow
 
 import addon as addon_module
-from accumulator import CONNECTION_SCHEMA, RESULT_SCHEMA, Connection, connection_result
+from accumulator import Connection, connection_result
 from accumulator.report import connection_summary_line, results_of
 
 
@@ -27,7 +27,7 @@ def _recorded(flow, trimmed: int = 0) -> dict:
     record = connection_result(live)
     record["connection"]["trimmed"] = trimmed
     record["connection"]["closed"] = {"code": 1000, "reason": "", "by_client": True}
-    jsonschema.validate(record, CONNECTION_SCHEMA)
+    check_connection(record)
     del flow.websocket.messages[:trimmed]
     flow.metadata["toolcall_lens"] = record
     return record
@@ -138,7 +138,7 @@ def test_report_and_export_give_one_line_and_one_record_per_response(tmp_path):
     assert [(r["transport"], r["position"]) for r in records[1:]] == [("websocket", n) for n in (1, 2, 3)]
     assert [r["result"] for r in records[1:]] == record["responses"]
     for r in records[1:]:
-        jsonschema.validate(r["result"], RESULT_SCHEMA)
+        check_result(r["result"])
     # Response 2 ran from message 4 to 12, one second apart: its time and duration are its own.
     assert records[2]["time"] == "2000-01-01T00:00:03+00:00" and records[2]["duration"] == 8.0
     # Response 1's messages were trimmed from the stored flow: the flow's time, no duration.
