@@ -13,6 +13,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -53,6 +54,7 @@ SYSTEM_ROOTS = (
 )
 GRACE = 5.0  # seconds an agent gets to end after SIGINT or SIGTERM, before SIGKILL
 STARTUP = 60.0  # seconds mitmproxy gets to listen (its first start makes the CA)
+CAPTURE_WAIT = 10.0  # seconds an agent in local mode waits for the redirector to capture it
 # Local capture mode: mitmproxy starts its redirector with `sudo -n --preserve-env`. Run as root, this
 # stand-in runs it directly (no sudo needed), and drops the one line it logs as an error when it cannot
 # raise RLIMIT_MEMLOCK (kernels since 5.11 charge BPF memory to the cgroup; the limit no longer matters),
@@ -64,18 +66,32 @@ exec "$@" 2> >(grep --line-buffered -v 'remove limit on locked memory' >&2)
 # Local capture mode on a host without cgroup2 at /sys/fs/cgroup (cgroup v1 or hybrid): the redirector
 # attaches its eBPF program there, so mitmdump runs in a private mount namespace where it is mounted.
 CGROUP2_WRAPPER = 'mount -t cgroup2 none /sys/fs/cgroup && exec "$0" "$@"'
-# The agent waits on a pipe until the redirector intercepts its PID, then becomes the agent (same PID) with
-# the environment written to the pipe (the CA bundle exists only once mitmproxy has started).
-TRAMPOLINE = """import json, os, sys
+# The agent waits on a pipe until it may start, then becomes the agent (same PID) with the environment written
+# to the pipe (the CA bundle exists only once mitmproxy has started). In local mode it first waits until its
+# own connections are captured: mitmproxy says "Local redirector started" before the redirector has applied
+# the PID it was given (tens of milliseconds later, more on a busy machine), so it connects to a port that
+# is bound and not listening: refused while the connection goes straight there, accepted once the
+# redirector takes it (mitmproxy then logs that it could not reach that port, and records no flow).
+TRAMPOLINE = """import json, os, socket, sys, time
 data = b""
 while chunk := os.read(int(sys.argv[1]), 65536):
     data += chunk
 if not data:
     sys.exit(125)
+deadline = time.monotonic() + float(sys.argv[3])
+while int(sys.argv[2]) and time.monotonic() < deadline:
+    probe = socket.socket()
+    try:
+        probe.connect(("127.0.0.1", int(sys.argv[2])))
+        break
+    except OSError:
+        time.sleep(0.01)
+    finally:
+        probe.close()
 try:
-    os.execvpe(sys.argv[2], sys.argv[2:], json.loads(data))
+    os.execvpe(sys.argv[4], sys.argv[4:], json.loads(data))
 except OSError as exc:
-    print(f"toolcall-lens run: {sys.argv[2]}: {exc.strerror}", file=sys.stderr)
+    print(f"toolcall-lens run: {sys.argv[4]}: {exc.strerror}", file=sys.stderr)
     sys.exit(127)
 """
 
@@ -197,16 +213,17 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
     confdir = Path(options.confdir).expanduser()
 
     stopping = _Signals()
-    with stopping:
+    with stopping, socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))  # bound, never listening: see TRAMPOLINE
         agent_process = None
         release = None
         redirect: Redirect | None = None
         if options.mode in ("local", "transparent"):
             # The agent first, held before its first instruction: the redirector is told its PID.
             read_end, release = os.pipe()
-            agent_process = _start_agent(
-                [sys.executable, "-c", TRAMPOLINE, str(read_end), *agent], os.environ, pass_fds=(read_end,)
-            )
+            probe_port = probe.getsockname()[1] if options.mode == "local" else 0
+            trampoline = [sys.executable, "-c", TRAMPOLINE, str(read_end), str(probe_port), str(CAPTURE_WAIT)]
+            agent_process = _start_agent([*trampoline, *agent], os.environ, pass_fds=(read_end,))
             os.close(read_end)
         local_pid = agent_process.pid if agent_process and options.mode == "local" else None
         proxy = Mitmproxy(tool, addon, paths, options, confdir, local_pid)

@@ -3,8 +3,12 @@ first word; a file named `run` is `./run`), the agent's words, the environment t
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from streams import DATA
@@ -63,3 +67,36 @@ def test_the_addon_is_found_next_to_the_package():
         run_command.addon_path().name == "addon.py"
         and (run_command.addon_path().parent / "toolcall_lens").is_dir()
     )
+
+
+def _trampoline(probe_port: int, wait: float) -> tuple[subprocess.Popen, int]:
+    read_end, write_end = os.pipe()
+    agent = [sys.executable, "-c", "import time; print(time.monotonic())"]
+    words = [sys.executable, "-c", run_command.TRAMPOLINE, str(read_end), str(probe_port), str(wait), *agent]
+    process = subprocess.Popen(words, stdout=subprocess.PIPE, text=True, pass_fds=(read_end,))
+    os.close(read_end)
+    with os.fdopen(write_end, "wb") as pipe:
+        pipe.write(json.dumps(dict(os.environ)).encode())
+    return process, write_end
+
+
+def test_in_local_mode_the_agent_starts_only_once_its_connections_are_taken():
+    # The redirector taking the agent's connections is seen from inside as a refused port that accepts.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        process, _ = _trampoline(probe.getsockname()[1], 30)
+        time.sleep(0.5)
+        assert process.poll() is None  # still waiting: the probe is refused
+        taken = time.monotonic()
+        probe.listen()
+        out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0 and float(out) >= taken
+
+
+def test_an_agent_never_captured_still_starts_after_the_wait():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        started = time.monotonic()
+        process, _ = _trampoline(probe.getsockname()[1], 0.3)
+        out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0 and float(out) >= started + 0.3

@@ -334,6 +334,29 @@ def test_local_mode_captures_the_agent_by_pid_without_proxy_variables(provider, 
     assert cgroup2_at_root() or "cgroup2 on /sys/fs/cgroup type" not in Path("/proc/mounts").read_text()
 
 
+# A client that connects within milliseconds of starting (no imports but socket and json): mitmproxy says the
+# redirector started tens of milliseconds before the redirector applies the agent's PID.
+RAW_CLIENT = """
+import json, socket, sys
+body = json.dumps({"model": "interleaved", "stream": True, "messages": [{"role": "user", "content": "hi"}],
+                   "tools": TOOLS}).encode()
+connection = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+connection.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n"
+                   b"Content-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(body), body))
+while connection.recv(65536):
+    pass
+""".replace("TOOLS", json.dumps(TOOLS))
+
+
+@pytest.mark.skipif(LOCAL_PROBLEM is not None, reason=f"--mode local cannot run here: {LOCAL_PROBLEM}")
+def test_local_mode_captures_an_agent_that_connects_as_soon_as_it_starts(provider, tmp_path):
+    client = script(tmp_path, "client.py", RAW_CLIENT)
+    done = run(tmp_path, "--mode", "local", "--", sys.executable, "-S", client, str(provider))
+    assert done.returncode == 0, done.stderr
+    assert "1 LLM response(s) in 1 flow(s)" in done.stderr
+    assert "2 calls: search_circulars, get_user_profile" in done.stderr
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="run as root: the privilege check cannot fail")
 def test_local_mode_without_root_is_one_line_and_status_2(tmp_path):
     done = run(tmp_path, "--mode", "local", "--", "true")
