@@ -28,7 +28,7 @@ from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
-from accumulator.echo import ObservedCalls, add_evidence
+from accumulator.echo import ObservedCalls, add_evidence, no_evidence
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
 from accumulator.rewrite.messages import MessageRewriter
@@ -90,6 +90,8 @@ class ToolcallLens:
             echoes, evidence = self.observed.examine(flow.request.get_content(strict=False), found[0])
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
+            # The result still says a check was tried, and why it has nothing to say.
+            self.echo_warnings[flow.id] = ([], no_evidence(f"the check failed: {describe(exc)}"))
             return
         # Kept even when all is well: the result then says what was checked ("evidence"), or why nothing.
         self.echo_warnings[flow.id] = (echoes, evidence)

@@ -123,7 +123,7 @@ class ObservedCalls:
         nothing could be checked, ``reason``."""
         echoed, results = extract_echoes(request, format)
         if not echoed and not results:
-            return [], _no_evidence("the request echoes no tool call and answers none")
+            return [], no_evidence("the request echoes no tool call and answers none")
         warnings = WarningLog()
         known_turns = set()
         matched: list[tuple[EchoedCall, ObservedCall]] = []
@@ -173,13 +173,13 @@ class ObservedCalls:
                     f"the client's request names tool call id {call_id!r}, never seen in a response",
                     id=call_id,
                 )
-        unanswered = self._unanswered(echoed, results, matched, answered, warnings)
+        unanswered = self._unanswered(echoed, results, matched, answered, warnings) + by_position[2]
         earlier = list(
             dict.fromkeys([*(o.flow_id for o in [*(o for _, o in matched), *answered]), *by_position[1]])
         )
         if not earlier and not glued and not unknown:
             reason = "the calls it echoes or answers were never streamed through this proxy (a conversation begun elsewhere)"
-            return warnings.to_list(), _no_evidence(reason, checked=len(echoed) + len(results))
+            return warnings.to_list(), no_evidence(reason, checked=len(echoed) + len(results))
         return warnings.to_list(), {
             "checked": len(echoed) + len(results),
             "matched": agreeing,
@@ -191,25 +191,42 @@ class ObservedCalls:
 
     def _match_anonymous(
         self, echoed: list[EchoedCall], format, warnings: WarningLog
-    ) -> tuple[int, list[str]]:
+    ) -> tuple[int, list[str], list[str]]:
         """Echoed calls that no id ties to a stream (Gemini streams carry none; Gemini CLI makes its own):
-        each model turn of them is matched to the newest response without ids whose calls have the same
-        names in the same positions, or whose names the echoed ones are glued from; then compared position
-        by position. Returns (calls that agree, the earlier flows matched)."""
+        each model turn of them is matched to the newest response without ids whose call names hold the
+        echoed names in order (each echo is then compared with the call of its name, and each call left
+        out is a dropped call), or else whose names the echoed ones are glued from (then compared position
+        by position). Returns (calls that agree, the earlier flows matched, the calls left out as
+        FLOW#POSITION)."""
         if not echoed or not self._anonymous:
-            return 0, []
+            return 0, [], []
         turns: dict[int, list[EchoedCall]] = {}
         for call in echoed:
             turns.setdefault(call.turn, []).append(call)
-        agreeing, flows, used = 0, [], set()
+        agreeing, flows, missing, used = 0, [], [], set()
         for turn in sorted(turns, reverse=True):  # the newest turn first: it answers the newest response
             calls = turns[turn]
             found = self._anonymous_response(calls, format, used)
             if found is None:
                 continue
-            flow_id, observed = found
+            flow_id, observed, positions = found
             used.add(flow_id)
             flows.append(flow_id)
+            if positions is not None:
+                for call, position in zip(calls, positions, strict=True):
+                    agreeing += self._compare(call, observed[position], warnings, position=position)
+                for position in sorted(set(range(len(observed))) - set(positions)):
+                    missing.append(f"{flow_id}#{position}")
+                    warnings.add(
+                        "unanswered-call",
+                        f"the client echoed {len(calls)} of the {len(observed)} calls flow {flow_id} "
+                        f"streamed but never call {position} ({observed[position].name}): a dropped call",
+                        id=None,
+                        position=position,
+                        name=observed[position].name,
+                        earlier_flow=flow_id,
+                    )
+                continue
             names = {o.name for o in observed if o.name}
             for position, call in enumerate(calls):
                 twin = observed[position] if position < len(observed) else None
@@ -229,32 +246,23 @@ class ObservedCalls:
                     echoed={"name": call.name, "arguments": call.arguments},
                     **({"name_concatenation": pieces} if pieces and len(pieces) > 1 else {}),
                 )
-            if len(calls) < len(observed) and all(
-                p < len(observed) and c.name == observed[p].name for p, c in enumerate(calls)
-            ):
-                for position in range(len(calls), len(observed)):
-                    warnings.add(
-                        "unanswered-call",
-                        f"the client echoed {len(calls)} of the {len(observed)} calls flow {flow_id} streamed "
-                        f"but never call {position} ({observed[position].name}): a dropped call",
-                        id=None,
-                        position=position,
-                        name=observed[position].name,
-                        earlier_flow=flow_id,
-                    )
-        return agreeing, flows
+        return agreeing, flows, missing
 
-    def _anonymous_response(self, calls: list[EchoedCall], format, used) -> tuple[str, list] | None:
+    def _anonymous_response(
+        self, calls: list[EchoedCall], format, used
+    ) -> tuple[str, list, list[int] | None] | None:
+        """The newest response without ids whose call names hold the echoed ones in order, with the
+        position of each echo; else the newest whose names they are glued from (positions None)."""
         names = [c.name for c in calls]
         glued_from = None
         for flow_id, wire, observed in reversed(self._anonymous):
             if flow_id in used or (format is not None and wire != format):
                 continue
             streamed = [o.name for o in observed]
-            if streamed[: len(names)] == names:
-                return flow_id, observed
+            if (positions := _in_order(names, streamed)) is not None:
+                return flow_id, observed, positions
             if glued_from is None and all(n in streamed or _glued_name(n, streamed) for n in names):
-                glued_from = (flow_id, observed)
+                glued_from = (flow_id, observed, None)
         return glued_from
 
     def _unanswered(self, echoed, results, matched, answered, warnings: WarningLog) -> list[str]:
@@ -333,6 +341,19 @@ class ObservedCalls:
         return [self._calls[p] for p in pieces] if pieces else None
 
 
+def _in_order(names: list, streamed: list) -> list[int] | None:
+    """The position in `streamed` of each of `names`, in order (each name the next call of that name), or
+    None when they are not all there in that order."""
+    positions, start = [], 0
+    for name in names:
+        try:
+            start = streamed.index(name, start) + 1
+        except ValueError:
+            return None
+        positions.append(start - 1)
+    return positions
+
+
 def _glued_name(name: str | None, names) -> bool:
     """Whether ``name`` is two or more of ``names`` glued together."""
     pieces = _segment(name or "", set(names))
@@ -350,7 +371,7 @@ def add_evidence(result: dict, warnings: list[dict], evidence: dict) -> None:
     result["evidence"] = evidence
 
 
-def _no_evidence(reason: str, checked: int = 0) -> dict:
+def no_evidence(reason: str, checked: int = 0) -> dict:
     return {
         "checked": checked,
         "matched": 0,

@@ -554,7 +554,11 @@ RESULT_SCHEMA: dict[str, Any] = {
             "properties": {
                 "checked": {"type": "integer", "minimum": 0},
                 "matched": {"type": "integer", "minimum": 0},
-                "unanswered": {"type": "array", "items": {"type": "string"}},
+                "unanswered": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "the calls left out: ids, or FLOW#POSITION for a call the stream gave no id",
+                },
                 "unknown": {"type": "array", "items": {"type": "string"}},
                 "earlier_flows": {"type": "array", "items": {"type": "string"}},
                 "reason": {"type": ["string", "null"]},

@@ -113,6 +113,7 @@ class Paths:
 class Outcome:
     status: int
     note: str = ""  # why the agent ended, when it did not end by itself
+    seconds: float = 0.0  # how long the agent ran
     flows: int = 0
     records: list = field(default_factory=list)
 
@@ -444,6 +445,13 @@ def _take_terminal_back() -> None:
 
 
 def _wait(agent: subprocess.Popen, timeout: float | None, stopping: _Signals) -> Outcome:
+    started = time.monotonic()
+    outcome = _wait_for(agent, timeout, stopping)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _wait_for(agent: subprocess.Popen, timeout: float | None, stopping: _Signals) -> Outcome:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         try:
@@ -714,7 +722,7 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
                 )
         for warning in result.get("warnings", ()):
             lines.append(f"  {warning['severity'].upper()} {warning['code']}: {warning.get('message', '')}")
-        if result.get("evidence") and not result["evidence"].get("reason"):
+        if result.get("evidence"):  # checked and right, or why it could not be checked
             lines.append(f"  {evidence_line(result['evidence'])}")
         if (result.get("websocket") or {}).get("evidence"):
             said = result["websocket"]["evidence"]
@@ -730,6 +738,11 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
             lines.append(
                 "no flow was captured: the agent opened no TCP connection from its own process "
                 "(local mode captures the agent's PID, not its child processes: name theirs with --capture)"
+            )
+        elif outcome.status != 0 and not outcome.note:
+            lines.append(
+                f"no flow went through the proxy: the agent ended with status {outcome.status} after "
+                f"{outcome.seconds:.1f} s without a request through it (its own output above says why)"
             )
         else:
             lines.append(

@@ -382,10 +382,30 @@ def test_a_gemini_echo_with_a_glued_name_and_wrong_arguments_is_caught():
 
 
 def test_a_gemini_client_that_drops_a_call_is_caught():
-    warnings, _ = observed(GEMINI_NO_IDS).examine(
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(
         gemini_follow_up([("run_shell_command", {"command": "ls"})]), "gemini"
     )
     assert [(w["code"], w["name"], w["position"]) for w in warnings] == [("unanswered-call", "read_file", 1)]
+    assert evidence["unanswered"] == ["flow-0#1"] and evidence["matched"] == 1
+
+
+def test_a_gemini_client_that_drops_the_first_call_is_caught_as_a_drop_not_a_misassembly():
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(
+        gemini_follow_up([("read_file", {"path": "a.txt"})]), "gemini"
+    )
+    assert [(w["code"], w["name"], w["position"]) for w in warnings] == [
+        ("unanswered-call", "run_shell_command", 0)
+    ]
+    assert evidence["unanswered"] == ["flow-0#0"] and evidence["matched"] == 1
+    # The echo is compared with the call of its name: wrong arguments there are still a misassembly.
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(
+        gemini_follow_up([("read_file", {"path": "b.txt"})]), "gemini"
+    )
+    assert sorted((w["code"], w["position"]) for w in warnings) == [
+        ("client-misassembled", 1),
+        ("unanswered-call", 0),
+    ]
+    assert evidence["matched"] == 0
 
 
 def test_the_calls_of_a_choice_the_client_did_not_carry_on_are_not_unanswered():

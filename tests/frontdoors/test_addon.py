@@ -675,6 +675,22 @@ def test_a_follow_up_that_drops_a_call_is_flagged_and_a_correct_one_says_it_was_
     assert "echoes no tool call" in first.metadata["toolcall_lens"]["evidence"]["reason"]
 
 
+def test_a_check_that_fails_still_leaves_its_trace_and_the_request_untouched(lens, monkeypatch):
+    # Fault injection: no request body is known to break the check; if one did, this is what it would see.
+    def broken(body, format=None):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(lens.observed, "examine", broken)
+    flow = llm_flow(request=chat_turn(PRODUCTION_CALLS, ["call_abc", "call_xyz"]))
+    sent = flow.request.content
+    lens.request(flow)
+    assert flow.request.content == sent
+    stream_through(lens, flow, CLEAN)
+    evidence = flow.metadata["toolcall_lens"]["evidence"]
+    assert evidence["reason"] == "the check failed: RecursionError: maximum recursion depth exceeded"
+    assert evidence["checked"] == 0 and evidence["matched"] == 0
+
+
 def test_the_earlier_flow_of_a_dropped_call_says_so():
     from mitmproxy.addons.view import View
 

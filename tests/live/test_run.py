@@ -60,8 +60,15 @@ time.sleep(600)
 """
 
 
-def run(tmp_path: Path, *args: str, timeout: float = 120, confdir: Path | None = None, **kw):
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "localhost"}
+def run(
+    tmp_path: Path,
+    *args: str,
+    timeout: float = 120,
+    confdir: Path | None = None,
+    env: dict | None = None,
+    **kw,
+):
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "localhost", **(env or {})}
     extra = ["--confdir", str(confdir)] if confdir else []
     return subprocess.run(
         [TOOLCALL_LENS, "run", "--dir", str(tmp_path / "run"), *extra, *args],
@@ -201,7 +208,8 @@ def test_no_agent_is_a_usage_error(tmp_path):
 def test_an_agent_that_fails_at_once_gives_its_status(tmp_path):
     done = run(tmp_path, "--", "false")
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "no flow went through the proxy" in done.stderr
+    assert "no flow went through the proxy: the agent ended with status 1 after " in done.stderr
+    assert "HTTP_PROXY" not in done.stderr  # it did not ignore the proxy: it failed
 
 
 def test_a_taken_port_is_one_line_and_status_2(tmp_path):
@@ -357,10 +365,37 @@ def test_local_mode_captures_an_agent_that_connects_as_soon_as_it_starts(provide
     assert "2 calls: search_circulars, get_user_profile" in done.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="run as root: the privilege check cannot fail")
-def test_local_mode_without_root_is_one_line_and_status_2(tmp_path):
-    done = run(tmp_path, "--mode", "local", "--", "true")
-    assert done.returncode == 2 and done.stderr.startswith("toolcall-lens run: --mode local: ")
+def _as_non_root() -> list[str]:
+    """Words that run a command with an effective uid that is not 0: as it is when not root; as root, in a
+    user namespace of its own (no uid mapped: it sees itself as nobody, and still reads root's files)."""
+    if os.geteuid() != 0:
+        return []
+    probe = subprocess.run(["unshare", "-U", "id", "-u"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0 or probe.stdout.strip() == "0":
+        pytest.skip(f"cannot run without root here (unshare -U: {probe.stderr.strip() or probe.stdout})")
+    return ["unshare", "-U"]
+
+
+@pytest.mark.parametrize("mode", ["local", "transparent"])
+def test_local_and_transparent_modes_without_root_are_one_line_and_status_2(mode, tmp_path):
+    done = subprocess.run(
+        [*_as_non_root(), TOOLCALL_LENS, "run", "--dir", str(tmp_path / "run"), "--mode", mode, "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"toolcall-lens run: --mode {mode}: needs root (")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_transparent_mode_without_iptables_says_so(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("without root the root check speaks first")
+    done = run(tmp_path, "--mode", "transparent", "--", "/bin/true", env={"PATH": str(tmp_path)})
+    assert done.returncode == 2
+    assert done.stderr == "toolcall-lens run: --mode transparent: needs iptables (apt-get install iptables)\n"
 
 
 def test_web_keeps_mitmweb_on_loopback_after_the_agent_until_ctrl_c(tmp_path):
@@ -422,6 +457,8 @@ def test_the_report_says_what_the_follow_up_evidence_found(provider, tmp_path):
     assert "WARNING unanswered-call" in report
     assert "evidence: 2 echoed call(s) and result(s) read, 1 echo(es) matched" in report
     assert "UNANSWERED" in report
+    # The first request had nothing to check, and its block says so rather than nothing.
+    assert "evidence: not checked: the request echoes no tool call" in report
 
 
 # An agent that starts a child to do its requests, as Codex's npm launcher does: the child names itself.
