@@ -3,13 +3,17 @@ request shape, the bounded index, and each kind of evidence (names, arguments, i
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streams import DATA, warning
 
 from accumulator import analyze
-from accumulator.echo import ObservedCalls, extract_echoes
+from accumulator import echo as echo_module
+from accumulator.echo import ObservedCall, ObservedCalls, extract_echoes
 
 PRODUCTION = analyze((DATA / "production_interleaved.sse").read_bytes())  # call_abc, call_xyz
 
@@ -429,3 +433,56 @@ def test_the_calls_of_a_choice_the_client_did_not_carry_on_are_not_unanswered():
         chat_follow_up([{"id": "call_a", "name": "f", "arguments": "{}"}], ["call_a"])
     )
     assert warnings == [] and evidence["unanswered"] == [] and evidence["matched"] == 1
+
+
+# What a mutation run found untested: the splice check's own rules.
+
+
+def _interleaving_by_brute_force(a: str, b: str, text: str) -> bool:
+    @functools.cache
+    def fits(i: int, j: int) -> bool:
+        if i + j == len(text):
+            return i == len(a) and j == len(b)
+        c = text[i + j]
+        return (i < len(a) and a[i] == c and fits(i + 1, j)) or (j < len(b) and b[j] == c and fits(i, j + 1))
+
+    return len(a) + len(b) == len(text) and fits(0, 0)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text("ab{}", max_size=6), st.text("ab{}", max_size=6), st.data())
+def test_interleaves_is_exactly_a_cut_of_text_into_both_in_order(a, b, data):
+    mixed = list(a + b)
+    # Half the time a true interleaving (a random merge), else any shuffle of the same letters.
+    if data.draw(st.booleans()):
+        picks = data.draw(st.permutations([0] * len(a) + [1] * len(b)))
+        rest = [list(a), list(b)]
+        mixed = [rest[p].pop(0) for p in picks]
+    else:
+        mixed = data.draw(st.permutations(mixed))
+    text = "".join(mixed)
+    assert echo_module._interleaves(a, b, text) == _interleaving_by_brute_force(a, b, text)
+
+
+def _observed(call_id: str, arguments: str, cut: bool = False) -> ObservedCall:
+    return ObservedCall(call_id, "f", arguments, "flow-0", "openai-chat", arguments_cut=cut)
+
+
+def test_a_splice_needs_two_whole_argument_texts_whose_lengths_add_up():
+    a, b = _observed("a", '{"x": 1}'), _observed("b", '{"y": 2}')
+    spliced = '{"x{"y": 2}": 1}'
+    assert echo_module._splice_of(spliced, [a, b]) == ["a", "b"]
+    assert echo_module._splice_of(spliced + " ", [a, b]) is None  # one letter more: no splice
+    assert echo_module._splice_of(spliced[:-1], [a, b]) is None
+    assert echo_module._splice_of(spliced, [a, _observed("b", '{"y": 2}', cut=True)]) is None
+    assert echo_module._splice_of(spliced, [_observed("a", '{"x": 1}', cut=True), b]) is None
+    assert echo_module._splice_of('{"x": 1}', [a, _observed("e", "")]) is None  # an empty one splices nothing
+    assert echo_module._splice_of('{"x": 1}', [_observed("e", ""), a]) is None
+
+
+def test_the_splice_check_looks_at_texts_up_to_its_cap(monkeypatch):
+    monkeypatch.setattr(echo_module, "_SPLICE_CAP", 16)
+    a, b = _observed("a", '{"x": 1}'), _observed("b", '{"y": 2}')
+    assert echo_module._splice_of('{"x{"y": 2}": 1}', [a, b]) == ["a", "b"]  # 16 letters: at the cap
+    monkeypatch.setattr(echo_module, "_SPLICE_CAP", 15)
+    assert echo_module._splice_of('{"x{"y": 2}": 1}', [a, b]) is None
