@@ -1,7 +1,8 @@
 """The `agent` scenario: a model turn made for a real coding agent from that agent's own request. A request
 that declares tools and carries no tool result gets two parallel calls, interleaved as `interleaved` sends
 them, to tools it declared: its shell tool (`echo hi`) and its file-read tool (the --agent-file path; an
-agent without one, Codex, gets a second shell call that cats the file). A request that carries tool results,
+agent without one, Codex, gets a second shell call that cats the file); Gemini's calls carry no id, as the
+Gemini API sends them (Gemini CLI then makes its own). A request that carries tool results,
 or declares no tool (a title, a summary), gets a final text. GET /agent lists every answer made."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from .renderers import WIRE_FORMATS, Render
 AGENT = "agent"
 ABOUT = (
     "for real agents: a request declaring tools gets parallel calls to its shell and file-read tools "
-    "(interleaved), one carrying tool results a final text; GET /agent lists what was sent"
+    "(interleaved; Gemini's without ids, as the Gemini API sends them), one carrying tool results a final "
+    "text; GET /agent lists what was sent"
 )
 # The tools each agent declares, found by name: Claude Code, opencode, Gemini CLI, Codex (no read tool).
 SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "exec_command", "shell_command", "shell")
@@ -130,6 +132,8 @@ def render(fmt: str, payload: dict) -> Render:
     tools, results = declared_tools(payload), tool_results(payload)
     scripted, why = plan(tools, results)
     wire = WIRE_FORMATS[fmt]
+    if fmt == "gemini":  # as the Gemini API streams them: calls without ids (Gemini CLI makes its own)
+        wire = wire._replace(call_id="")
     rendered = wire.render(wire, AGENT, scripted)
     log.append(
         {
@@ -138,7 +142,7 @@ def render(fmt: str, payload: dict) -> Render:
             "answer": why,
             "tools": sorted(tools),
             "results": results,
-            "calls": [{"id": b.id, "name": b.name, "arguments": b.full} for b in rendered.calls],
+            "calls": [{"id": b.id or None, "name": b.name, "arguments": b.full} for b in rendered.calls],
         }
     )
     return rendered
