@@ -233,6 +233,15 @@ def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path)
     report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
     found = measured(outcome, injection)
     assert found == table()[name, injection], f"measured: {name} {injection} {found}\n{report}"
+    if found == "breaks" and follow_ups(outcome):
+        # The agent went on with what it built: its follow-up's evidence must show the damage.
+        said = {
+            w["code"]
+            for r in outcome.records
+            if (r["result"].get("evidence") or {}).get("earlier_flows")
+            for w in r["result"]["warnings"]
+        }
+        assert said & {"client-misassembled", "unanswered-call"}, (said, report)
 
 
 def through_toolcall_lens_run(name: str, tmp: Path, *mode: str) -> subprocess.CompletedProcess:
