@@ -7,7 +7,7 @@ declared (a shell command, a file read) and the follow-up carrying their results
 
 Clean runs: the calls the addon rebuilt are the ones the provider sent, the follow-up echoed them and carried
 both results (checked by the addon: no warning), and no warning of severity `warning` came. Then every
-injection against every agent: whether it survives is measured and must be the table in docs/agents.md."""
+injection against every agent: whether it survives is measured and must be the table in the README."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from accumulator.echo import extract_echoes
 
 RUN_TIMEOUT = 240  # only so a hung agent fails the test instead of hanging it
 INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
-DOC = ROOT / "docs" / "agents.md"
+README = ROOT / "README.md"
 
 
 def needs(name: str):
@@ -193,9 +193,10 @@ def test_agent_rebuilt_calls_are_the_ones_sent_and_its_follow_up_answers_both(na
 
 
 def table() -> dict[tuple[str, str], str]:
-    """docs/agents.md's injection table: {(agent run, injection): survives | breaks | not applied}."""
-    text = DOC.read_text()
-    section = text[text.index("## Injections against real agents") :]
+    """The README's injection table: {(agent run, injection): survives | breaks | not applied}."""
+    text = README.read_text()
+    section = text[text.index("## In front of a real agent") :]
+    section = section[: section.index("\n## ")]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     header = next(line for line in section.splitlines() if line.startswith("| agent"))
     columns = [cell.strip().strip("`") for cell in header.strip("|").split("|")][1:]
