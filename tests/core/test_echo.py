@@ -486,3 +486,80 @@ def test_the_splice_check_looks_at_texts_up_to_its_cap(monkeypatch):
     assert echo_module._splice_of('{"x{"y": 2}": 1}', [a, b]) == ["a", "b"]  # 16 letters: at the cap
     monkeypatch.setattr(echo_module, "_SPLICE_CAP", 15)
     assert echo_module._splice_of('{"x{"y": 2}": 1}', [a, b]) is None
+
+
+def test_an_echoed_id_never_streamed_beside_known_ones_is_unknown():
+    stranger = {"id": "call_zzz", "name": "get_user_profile", "arguments": '{"user_id": "u123"}'}
+    warnings, evidence = observed(PRODUCTION).examine(chat_follow_up([RIGHT[0], stranger]))
+    assert ("unknown-tool-call-id", "call_zzz") in [(w["code"], w["id"]) for w in warnings]
+    assert evidence["unknown"] == ["call_zzz"]
+
+
+def test_an_echo_without_results_that_leaves_a_call_out_is_a_dropped_call():
+    # Where the results name no call (a tool message without its id), the echoes say what was carried on.
+    body = json.loads(chat_follow_up(RIGHT[:1]))
+    body["messages"] = [m for m in body["messages"] if m["role"] != "tool"]
+    body["messages"].append({"role": "tool", "content": "ok"})
+    warnings, evidence = observed(PRODUCTION).examine(json.dumps(body).encode())
+    assert [(w["code"], w["id"]) for w in warnings] == [("unanswered-call", "call_xyz")]
+    assert evidence["unanswered"] == ["call_xyz"]
+
+
+def test_an_echo_without_an_id_does_not_hide_the_echoes_after_it():
+    nameless = {**RIGHT[0], "id": ""}
+    _, evidence = observed(PRODUCTION).examine(chat_follow_up([nameless, RIGHT[1]], ["call_xyz"]))
+    assert evidence["matched"] == 1 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_a_wrong_name_says_what_it_was_and_names_a_concatenation_only_of_two_or_more():
+    glued = [{**RIGHT[0], "name": "search_circularsget_user_profile"}, RIGHT[1]]
+    (found,) = observed(PRODUCTION).check(chat_follow_up(glued))
+    assert (
+        "name 'search_circularsget_user_profile' instead of 'search_circulars' "
+        "(a concatenation of search_circulars + get_user_profile)" in found["message"]
+    )
+    swapped = [{**RIGHT[0], "name": "get_user_profile"}, RIGHT[1]]
+    (found,) = observed(PRODUCTION).check(chat_follow_up(swapped))
+    assert "name_concatenation" not in found and "concatenation" not in found["message"]
+
+
+def test_a_gemini_echo_of_a_tool_never_streamed_is_left_unchecked():
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(
+        gemini_follow_up([("web_search", {"q": "x"})]), "gemini"
+    )
+    assert warnings == [] and evidence["reason"] and evidence["matched"] == 0
+
+
+def _gemini_stream(*calls: tuple[str, dict]) -> dict:
+    parts = [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+    candidate = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+    return analyze(json.dumps([{"candidates": [candidate]}]).encode(), "gemini")
+
+
+def test_each_gemini_model_turn_is_matched_with_its_own_response():
+    first = _gemini_stream(("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"}))
+    second = _gemini_stream(("run_shell_command", {"command": "cat a.txt"}))
+    history = json.loads(
+        gemini_follow_up([("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"})])
+    )
+    history["contents"] += json.loads(gemini_follow_up([("run_shell_command", {"command": "cat a.txt"})]))[
+        "contents"
+    ][1:]
+    warnings, evidence = observed(first, second).examine(json.dumps(history).encode(), "gemini")
+    assert warnings == [] and evidence["matched"] == 3
+    assert sorted(evidence["earlier_flows"]) == ["flow-0", "flow-1"]
+
+
+def test_an_id_less_echo_is_matched_only_with_responses_of_its_own_format():
+    ollama = analyze(
+        b'{"model":"m","message":{"role":"assistant","content":"","tool_calls":['
+        b'{"function":{"name":"run_shell_command","arguments":{"command":"rm -rf /"}}},'
+        b'{"function":{"name":"read_file","arguments":{"path":"b.txt"}}}]},"done":false}\n'
+        b'{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}\n',
+        "ollama-chat",
+    )
+    assert [c["id"] for c in ollama["choices"][0]["tool_calls"]] == [None, None]
+    right = [("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"})]
+    # The Ollama response is the newer one, with the same names: a Gemini request is not its follow-up.
+    warnings, evidence = observed(GEMINI_NO_IDS, ollama).examine(gemini_follow_up(right), "gemini")
+    assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]

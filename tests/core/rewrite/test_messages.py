@@ -85,3 +85,36 @@ def test_what_applies_to_whole_messages():
     assert "whole" in message_skip_reason("gemini-live", "interleave")
     rewriter = MessageRewriter("gemini-live", inject=["interleave"])
     assert not rewriter.applies and rewriter.report()["skipped"][0]["name"] == "interleave"
+
+
+def interleaved(rid: str) -> list[bytes]:
+    return run(MessageRewriter("openai-responses", inject=["interleave"]), response(rid))
+
+
+def test_serialize_repairs_interleaved_messages_and_the_record_counts_every_message():
+    rewriter = MessageRewriter("openai-responses", repair=["serialize"])
+    messages = [b'{"type": "codex.rate_limits"}', *interleaved("r1"), *interleaved("r2")]
+    out = run(rewriter, messages)
+    assert order(out) == [0, 0, 0, 1, 1, 1] * 2 and sorted(out) == sorted(messages)
+    report = rewriter.report()
+    assert report["repair"] == ["serialize"] and report["inject"] == [] and report["skipped"] == []
+    assert report["responses"] == 2 and report["messages_in"] == len(messages) == report["messages_out"]
+    assert report["calls_reordered"] >= 2
+
+
+def test_what_does_not_apply_is_skipped_and_the_rest_still_applies():
+    rewriter = MessageRewriter("openai-responses", inject=["rechunk", "interleave"], repair=["serialize"])
+    report = rewriter.report()
+    assert (report["inject"], report["repair"]) == (["interleave"], ["serialize"])
+    assert [entry["name"] for entry in report["skipped"]] == ["rechunk"]
+    assert report["format"] == "openai-responses"
+
+
+def test_the_call_cap_reaches_each_responses_rewriter():
+    three = response("r1", names=("a", "b", "c"))
+    capped = run(MessageRewriter("openai-responses", inject=["interleave"], max_calls=2), three)
+    uncapped = run(MessageRewriter("openai-responses", inject=["interleave"]), three)
+    assert order(uncapped) == [0, 1, 2] * 3
+    # The third call passes the cap: the two held are released as they were, and the rest as it comes.
+    assert order(capped) != order(uncapped) and sorted(capped) == sorted(three)
+    assert order(capped)[-3:] == [2, 2, 2]
