@@ -218,3 +218,59 @@ def test_the_keep_option_is_checked(lens):
 
     with pytest.raises(exceptions.OptionsError, match="websocket_keep"):
         lens.tctx.configure(lens, toolcall_lens_websocket_keep=-1)
+
+
+def test_a_running_response_shows_its_calls_as_they_grow_at_the_live_update_rate(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(addon_module.time, "time", lambda: now[0])
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_live_updates=2)  # at most one update per 0.5 s
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        send(lens, flow, True, {"type": "response.create", "model": "m"})
+        send(lens, flow, False, {"type": "response.created", "response": {"id": "r1", "model": "m"}})
+        item = {"type": "function_call", "id": "fc0", "call_id": "c0", "name": "search"}
+        send(lens, flow, False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+        # The first message updated it (none before); those within 0.5 s after it did not.
+        assert len(flow.metadata["toolcall_lens_live"]["running"]) == 1
+        first = flow.comment
+        assert first.startswith("openai-responses websocket: 0 response(s) done, 1 running")
+        item = {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "fetch"}
+        send(lens, flow, False, {"type": "response.output_item.added", "output_index": 1, "item": item})
+        assert flow.comment == first  # within 0.5 s of the last update: not updated again
+        now[0] += 0.6
+        send(
+            lens,
+            flow,
+            False,
+            {"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{}"},
+        )
+        assert flow.comment.endswith("2 call(s) so far: search, fetch")
+        assert [
+            c["name"] for c in flow.metadata["toolcall_lens_live"]["running"][0]["choices"][0]["tool_calls"]
+        ] == [
+            "search",
+            "fetch",
+        ]
+        send(
+            lens, flow, False, {"type": "response.completed", "response": {"id": "r1", "status": "completed"}}
+        )
+        # Settled once the client's next message answered its calls: the record takes over, the snapshot goes.
+        outputs = [{"type": "function_call_output", "call_id": c, "output": "ok"} for c in ("c0", "c1")]
+        send(lens, flow, True, {"type": "response.create", "previous_response_id": "r1", "input": outputs})
+        assert "toolcall_lens_live" not in flow.metadata and "toolcall_lens" in flow.metadata
+        assert flow.comment == "openai-responses websocket: 2 responses, calls: search, fetch"
+
+
+def test_no_live_update_when_it_is_off():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_live_updates=0)
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        send(lens, flow, True, {"type": "response.create", "model": "m"})
+        send(lens, flow, False, {"type": "response.created", "response": {"id": "r1", "model": "m"}})
+        item = {"type": "function_call", "id": "fc0", "call_id": "c0", "name": "search"}
+        send(lens, flow, False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+        assert "toolcall_lens_live" not in flow.metadata and not flow.comment
