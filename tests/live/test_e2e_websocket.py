@@ -99,6 +99,21 @@ def live_conversation(port, case, scenario="live-cancel"):
     return got
 
 
+def realtime_conversation(port, case, scenario="realtime-cancel", cancel=False):
+    """One Realtime turn that ends cancelled: by the scenario itself, or by the client's response.cancel
+    after the first call's item was added."""
+    url = f"ws://127.0.0.1:{port}/v1/realtime?model={scenario}"
+    headers = {"X-Test-Case": case, **({"X-Fake-Delay": "0.05"} if cancel else {})}
+    with connect(url, additional_headers=headers) as ws:
+        got = received(ws, kind("session.created"))
+        ws.send(json.dumps({"type": "response.create"}))
+        if cancel:
+            got += received(ws, kind("response.function_call_arguments.delta", "response.done"))
+            ws.send(json.dumps({"type": "response.cancel"}))
+        got += received(ws, kind("response.done"))
+    return got
+
+
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
     """All the traffic through one mitmdump, and the same conversations held directly for comparison."""
@@ -119,6 +134,13 @@ def session(tmp_path_factory):
                 seen.setdefault("garbage", {})[where] = lanes_conversation(
                     target, "garbage", {"X-Fake-Fault": "ws-garbage"}
                 )
+                seen.setdefault("realtime-cancel", {})[where] = realtime_conversation(
+                    target, "realtime-cancel"
+                )
+            # Cancelled by the client mid-response: where it stops depends on timing, so not compared.
+            seen["realtime-client-cancel"] = {
+                "proxied": realtime_conversation(port, "realtime-client-cancel", "sequential", cancel=True)
+            }
             # The official SDK: Responses WebSocket mode, and Realtime with a parallel pair of calls.
             client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test-websocket-key")
             with client.beta.responses.connect(extra_headers={"X-Test-Case": "sdk-responses"}) as conn:
@@ -181,7 +203,9 @@ def by_lane(messages) -> dict:
     return lanes
 
 
-@pytest.mark.parametrize("case", ["responses", "responses-fragmented", "lanes", "live", "garbage"])
+@pytest.mark.parametrize(
+    "case", ["responses", "responses-fragmented", "lanes", "live", "garbage", "realtime-cancel"]
+)
 def test_every_message_reaches_the_client_as_the_provider_sent_it(session, case):
     seen = session["seen"][case]
     assert seen["proxied"]
@@ -234,6 +258,31 @@ def test_gemini_live_binary_frames_a_batch_and_a_cancelled_call_answered(session
     ] == [(c["id"], c["name"], c["args"]) for c in expected]
     assert [w["code"] for w in first["warnings"]] == ["cancelled-call-answered"]
     assert first["websocket"]["evidence"]["cancelled"]
+
+
+def realtime_sent(messages) -> list[tuple]:
+    """The calls as the client saw them stream: (call_id, name, arguments so far), by item."""
+    found: dict = {}
+    for message in messages:
+        event = json.loads(message)
+        if event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
+            found[event["item"]["id"]] = [event["item"]["call_id"], event["item"]["name"], ""]
+        elif event["type"] == "response.function_call_arguments.delta":
+            found[event["item_id"]][2] += event["delta"]
+    return [tuple(call) for call in found.values()]
+
+
+@pytest.mark.parametrize("case", ["realtime-cancel", "realtime-client-cancel"])
+def test_a_cancelled_realtime_response_is_not_complete_and_keeps_the_calls_as_far_as_they_got(session, case):
+    record = stored(session, case)
+    assert record["connection"]["format"] == "openai-realtime"
+    (result,) = record["responses"]
+    done = json.loads(session["seen"][case]["proxied"][-1])
+    assert done["type"] == "response.done" and done["response"]["status"] == "cancelled"
+    assert not result["complete"] and result["websocket"]["status"] == "cancelled"
+    (note,) = [w for w in result["warnings"] if w["code"] == "response-incomplete"]
+    assert note["status"] == "cancelled" and note["severity"] == "info"  # a cancel is asked for
+    assert calls(result) == realtime_sent(session["seen"][case]["proxied"]) and calls(result)
 
 
 def test_garbage_messages_are_warnings_and_pass_unchanged(session):
