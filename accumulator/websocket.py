@@ -103,6 +103,7 @@ class Connection:
         self._settled: list[dict] = []
         self._given_up = False
         self._finished = False
+        self._fed: Response | None = None  # the response the last server event went to
 
     # -- the caller's side ---------------------------------------------------------------------------------
 
@@ -225,6 +226,7 @@ class Connection:
     def feed(self, response: Response, obj: dict) -> None:
         """The current message is an event of this response."""
         response.last_message = self.number
+        self._fed = response
         response.stream.feed_object(obj, self._size, self.now)
 
     def end(self, response: Response, status: str | None = None, reason: str | None = None) -> None:
@@ -268,10 +270,16 @@ class Connection:
     def count_audio(self, response: Response, nbytes: int) -> None:
         response.audio_bytes += nbytes
 
-    def warn(self, code: str, message: str, **details) -> None:
-        """A warning about the current message: on the response running (the latest), else the
-        connection's own."""
-        running = self.latest()
+    def warn(self, code: str, message: str, *, by_client: bool = False, **details) -> None:
+        """A warning about the current message, on the response it most likely belongs to: a client's on
+        the response it asked for last; a server's on the response whose events are arriving (else the
+        oldest running: the one the server answers next). With none running, the connection's own."""
+        if by_client or details.get("from_client"):
+            running = self.latest()
+        elif self._fed is not None and self._fed in self.open:
+            running = self._fed
+        else:
+            running = self.open[0] if self.open else None
         if running is not None:
             running.stream.note(code, message, **details)
         else:
@@ -312,7 +320,7 @@ class Connection:
             if flagged is not None and flagged.result is not None:
                 _add(flagged.result, "unknown-tool-call-id", message, id=call_id, ws_message=self.number)
             else:
-                self.warn("unknown-tool-call-id", message, id=call_id, ws_message=self.number)
+                self.warn("unknown-tool-call-id", message, by_client=True, id=call_id, ws_message=self.number)
         return answered
 
     def cancel(self, call_ids: list) -> None:

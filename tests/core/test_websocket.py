@@ -475,6 +475,23 @@ def test_bad_messages_are_warnings_on_the_response_running():
     assert malformed["ws_message"] == 3 and malformed["from_client"] is False
 
 
+def test_a_bad_server_message_goes_on_the_response_whose_events_are_arriving_not_the_last_queued():
+    # A burst: three response.create sent at once, each queued; the server answers them in turn.
+    wire = Wire(path="/v1/responses")
+    for _ in range(3):
+        wire.client({"type": "response.create", "model": "m"})
+    wire.server({"type": "response.created", "response": {"id": "r1"}})
+    wire.server(None, raw=b"not json at all")
+    wire.server({"type": "response.completed", "response": {"id": "r1", "status": "completed"}})
+    responses_turn(wire, "r2", [("c2", "two", ["{}"])])
+    wire.client(None, raw=b"<client garbage>")  # the client's own: on the response it asked for last
+    responses_turn(wire, "r3", [("c3", "three", ["{}"])])
+    first, second, third = wire.finish()
+    assert "malformed-event" in codes(first)
+    assert "malformed-event" not in codes(second)
+    assert [w["from_client"] for w in third["warnings"] if w["code"] == "malformed-event"] == [True]
+
+
 def test_a_bad_message_with_no_response_running_is_the_connections_warning():
     wire = Wire(path="/v1/responses")
     wire.server(None, raw=b"<html>")
