@@ -18,6 +18,7 @@ watches, the content view, redaction, the export) and in the core, ``accumulator
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import time  # tests patch the clock the watches read through this module
@@ -170,7 +171,7 @@ class ToolcallLens:
         if settings.inject or settings.repair:
             self.sockets[flow.id] = self._rewrite_socket(flow, format, connection, settings)
         else:
-            self.sockets[flow.id] = WebSocketWatch(connection, settings.websocket_keep)
+            self.sockets[flow.id] = self._socket_watch(flow, connection, settings)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         watch = self.sockets.get(flow.id)
@@ -186,11 +187,15 @@ class ToolcallLens:
             watch.trim(messages)
         if settled:
             self._annotate_connection(flow, watch, settled)
-        elif watch.ours and self._settings().live_every:
+        elif self._settings().live_every:
             now = time.time()
             if now >= watch.next_progress:
                 watch.next_progress = now + self._settings().live_every
-                self._connection_progress(flow, watch)
+                settled = watch.feed_held()  # what it shows is never behind
+                if settled:
+                    self._annotate_connection(flow, watch, settled)
+                else:
+                    self._connection_progress(flow, watch)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         watch = self.sockets.pop(flow.id, None)
@@ -287,6 +292,27 @@ class ToolcallLens:
             + (f", {len(names)} call(s) so far: {', '.join(names)}" if names else "")
         )
         ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+    def _socket_watch(self, flow: http.HTTPFlow, connection: Connection, settings) -> WebSocketWatch:
+        """A WebSocket flow's watch, feeding its core in batches on the event loop where there is one."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (mitmproxy's test harness): every message is fed as it comes
+            return WebSocketWatch(connection, settings.websocket_keep)
+
+        def settled_later(settled: list[dict]) -> None:
+            # On the event loop, after the hooks: mitmweb is told, as for a live update.
+            try:
+                if self.sockets.get(flow.id) is watch:
+                    self._annotate_connection(flow, watch, settled)
+                    ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+            except Exception as exc:  # noqa: BLE001 - the traffic goes on whatever happened here
+                logger.warning("toolcall-lens: WebSocket annotation failed: %s", describe(exc))
+
+        watch = WebSocketWatch(
+            connection, settings.websocket_keep, loop.call_soon, loop.call_later, settled_later
+        )
+        return watch
 
     def _rewrite_socket(
         self, flow: http.HTTPFlow, format, connection: Connection, settings

@@ -8,18 +8,45 @@ from __future__ import annotations
 from accumulator import Connection
 from accumulator.report import ConnectionTally
 
-from .watch import describe
+from .watch import HELD_CHUNKS, describe
 
 _UPSTREAM_KEPT = 1000  # responses whose upstream comparison a rewritten connection's record keeps
+# A quiet connection's held messages are fed this long after the first of them passed (a turn's last
+# messages would otherwise wait for the next turn to fill the batch).
+FEED_AFTER = 0.2
 
 
 class WebSocketWatch:
-    """``message(msg)`` per message (returns the results it settled); ``finish(...)`` at the end."""
+    """``message(msg)`` per message (returns the results it settled); ``finish(...)`` at the end.
 
-    __slots__ = ("closed", "connection", "failure", "keep", "next_progress", "record", "tally", "trimmed")
+    With ``defer`` and ``later`` (the event loop's ``call_soon`` and ``call_later``), the messages of a
+    connection whose format is known are held, each with its direction, kind and time, and fed
+    ``HELD_CHUNKS`` at a time on the loop's next turn once the message that filled the batch is on its
+    way, or ``FEED_AFTER`` seconds after the first of a batch that does not fill; what that settles goes
+    to ``on_settled``. As over HTTP, the core then runs warm, and the results are those of feeding message
+    by message. Without them (mitmproxy's test harness), every message is fed as it comes."""
 
-    def __init__(self, connection: Connection, keep: int) -> None:
+    __slots__ = (
+        "closed",
+        "connection",
+        "defer",
+        "failure",
+        "held",
+        "keep",
+        "later",
+        "next_progress",
+        "on_settled",
+        "record",
+        "tally",
+        "trimmed",
+    )
+
+    def __init__(self, connection: Connection, keep: int, defer=None, later=None, on_settled=None) -> None:
         self.connection = connection
+        self.defer = defer
+        self.later = later
+        self.on_settled = on_settled
+        self.held: list[tuple] = []  # (from_client, content, is_text, timestamp) not fed yet
         self.keep = keep  # messages kept on the flow (0: all); the older ones are dropped once analysed
         self.trimmed = 0
         self.failure: str | None = None
@@ -38,11 +65,43 @@ class WebSocketWatch:
     def message(self, msg) -> list[dict]:
         if self.failure is not None:
             return []
+        if self.defer is not None and self.connection.format is not None:
+            held = self.held
+            held.append((msg.from_client, msg.content, msg.is_text, msg.timestamp))
+            if len(held) == HELD_CHUNKS:  # once: the batch goes on growing until it runs
+                self.defer(self._feed_later)
+            elif len(held) == 1:
+                self.later(FEED_AFTER, self._feed_later)
+            return []
         try:
             return self.connection.message(msg.from_client, msg.content, msg.is_text, msg.timestamp)
         except Exception as exc:  # noqa: BLE001 - the message must pass whatever happened
             self._failed(exc)
             return []
+
+    def feed_held(self) -> list[dict]:
+        """Feed the messages held so far, in order, each with its time; the results that settled. Never
+        raises (a failure is the connection's: see ``_failed``)."""
+        held, self.held = self.held, []
+        if self.failure is not None:
+            return []
+        settled: list[dict] = []
+        message = self.connection.message
+        try:
+            for from_client, content, is_text, at in held:
+                settled += message(from_client, content, is_text, at)
+        except Exception as exc:  # noqa: BLE001
+            self._failed(exc)
+        return settled
+
+    def _feed_later(self) -> None:
+        """A held batch, on the event loop (also run by a timer after the batch was fed: then nothing)."""
+        if not self.held:
+            return
+        failed = self.failure
+        settled = self.feed_held()
+        if (settled or self.failure != failed) and self.on_settled is not None:
+            self.on_settled(settled)
 
     def trim(self, messages: list) -> None:
         """Drop analysed messages beyond ``keep`` from the flow, oldest first, in batches (a deletion at
@@ -64,10 +123,11 @@ class WebSocketWatch:
 
     def finish(self, now: float | None, closed: dict | None) -> list[dict]:
         self.closed = closed
+        settled = self.feed_held()
         if self.failure is not None:
-            return []
+            return settled
         try:
-            return self.connection.finish(now)
+            return settled + self.connection.finish(now)
         except Exception as exc:  # noqa: BLE001
             self._failed(exc)
             return []
