@@ -89,8 +89,12 @@ def test_the_readmes_example_report_is_what_the_cli_prints(capsys, monkeypatch):
     from accumulator.cli import main
 
     text = README.read_text()
-    command = re.search(r"^\.venv/bin/toolcall-lens (tests/data/production_interleaved\.sse .*)$", text, re.MULTILINE)
-    report = re.search(r"^```\n(== tests/data/production_interleaved\.sse .*?)^```", text, re.MULTILINE | re.DOTALL)
+    command = re.search(
+        r"^\.venv/bin/toolcall-lens (tests/data/production_interleaved\.sse .*)$", text, re.MULTILINE
+    )
+    report = re.search(
+        r"^```\n(== tests/data/production_interleaved\.sse .*?)^```", text, re.MULTILINE | re.DOTALL
+    )
     assert command and report
     monkeypatch.chdir(ROOT)
     assert main(command.group(1).split()) == 1
@@ -177,3 +181,45 @@ def test_the_dump_and_export_files_the_docs_name_are_ignored_by_git():
     assert "session.flows" in names
     assert [name for name in sorted(names) if not ignored_by_git(name)] == []
     assert not ignored_by_git("README.md")  # the check can fail
+
+
+# The agent recipes the pages print are the ones tests/live/test_agents.py runs (scripts/agents.py).
+AGENT_BINARIES = {"claude": "claude-code", "gemini": "gemini-cli", "opencode": "opencode", "codex": "codex"}
+
+
+def _documented_agent_commands():
+    for page in (README, ROOT / "docs" / "agents.md"):
+        for command in doc_commands.commands(page.read_text()):
+            if command.argv and command.argv[0] in AGENT_BINARIES:
+                yield page.name, command
+
+
+def test_the_agent_commands_the_pages_print_are_the_ones_the_agent_tests_run(tmp_path):
+    from agents import recipe
+
+    found = list(_documented_agent_commands())
+    assert {AGENT_BINARIES[c.argv[0]] for _, c in found} >= {"claude-code", "gemini-cli", "opencode"}
+    for page, command in found:
+        name = AGENT_BINARIES[command.argv[0]]
+        run = recipe(name, tmp_path / name, "http://127.0.0.1:8080")
+        # Every variable the page sets is one the tests set, and every flag it passes one they pass.
+        assert set(command.env) <= set(run.env), (page, command)
+        flags = {word for word in command.argv[1:] if word.startswith("-")}
+        assert flags <= set(run.argv), (page, command)
+        subcommand = [w for w in command.argv[1:2] if not w.startswith("-") and w not in ("...", "TASK")]
+        assert all(word in run.argv for word in subcommand), (page, command)
+
+
+def test_the_codex_settings_the_pages_name_are_the_ones_the_agent_tests_write(tmp_path):
+    from agents import recipe
+
+    written = {
+        name: (tmp_path / name / ".codex" / "config.toml").read_text()
+        for name in ("codex", "codex-ws")
+        if recipe(name, tmp_path / name, "http://127.0.0.1:8081")
+    }
+    agents_page = (ROOT / "docs" / "agents.md").read_text()
+    for key in ("openai_base_url", "wire_api", "base_url", "env_key", "check_for_update_on_startup"):
+        assert key in agents_page and any(f"{key} = " in text for text in written.values()), key
+    assert 'openai_base_url = "http://127.0.0.1:8081/v1"' in written["codex-ws"]
+    assert '`openai_base_url = "http://127.0.0.1:8081/v1"`' in README.read_text()

@@ -167,3 +167,42 @@ def test_the_http_proxy_recipe_gets_a_plain_http_local_server_annotated(page, pr
     assert result["format"] == "openai-chat"
     assert [[i, n, json.loads(a)] for i, n, a in all_calls(result)] == expected("openai-chat")
     assert "recency-misroute" in flow.comment
+
+
+def _openai_reverse_lines() -> list[tuple[str, Command]]:
+    found = commands((ROOT / "README.md").read_text())
+    return [
+        (c.env["OPENAI_BASE_URL"], c)
+        for c in found
+        if "OPENAI_BASE_URL" in c.env and "HTTP_PROXY" not in c.env
+    ]
+
+
+@pytest.mark.parametrize("line", _openai_reverse_lines(), ids=lambda line: line[0])
+def test_each_openai_base_url_line_of_the_reverse_recipe_gets_its_tool_calls(line, provider, tmp_path):
+    base_url, agent = line
+    assert agent.argv == ["your-agent"], agent
+    [proxy_command] = [
+        c
+        for c in commands((ROOT / "README.md").read_text())
+        if is_mitm(c)
+        and any("api.openai.com" in mode for mode in values(c.argv, "--mode"))
+        and values(c.argv, "-w")
+    ]
+    modes = values(proxy_command.argv, "--mode")
+    ports = {mode_listen(mode)[1]: free_port() for mode in modes}
+    # The line's port is one the recipe's mitmdump listens on: every upstream is the fake provider here.
+    assert port_of(base_url) in ports
+    upstreams = {mode.partition(":")[2].rpartition("@")[0]: f"http://127.0.0.1:{provider}" for mode in modes}
+    dump = tmp_path / "session.flows"
+    with Process("mitmdump", localized(proxy_command.argv, dump, upstreams, ports)) as proxy:
+        for _ in ports:
+            proxy.wait_for(LISTENING)
+        env = {**agent_env(agent.env, ports), "OPENAI_API_KEY": "sk-test"}
+        assert run_agent(OPENAI_AGENT, env) == expected("openai-chat")
+        [flow] = annotated_flows(proxy, dump)
+    # The SDK's request took the line's path, through the reverse proxy, and was annotated on its way.
+    assert flow.request.path == base_url.split(str(port_of(base_url)), 1)[1] + "/chat/completions"
+    result = flow.metadata["toolcall_lens"]
+    assert [[i, n, json.loads(a)] for i, n, a in all_calls(result)] == expected("openai-chat")
+    assert "recency-misroute" in flow.comment
