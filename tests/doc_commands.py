@@ -25,13 +25,32 @@ class Command(NamedTuple):
 
 
 def parse(line: str) -> Command | None:
-    """The command on a shell line, or None for a line with no command (blank, a comment)."""
-    words = shlex.split(line, comments=True)
+    """The command on a shell line, or None for a line with no command (blank, a comment). A command run
+    through `sudo`, `ip netns exec NS`, `unshare` or `sh -c '... && exec CMD'` is the command it runs."""
+    words = unwrap(shlex.split(line, comments=True))
     env = {}
     while words and ASSIGNMENT.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     return Command(env, words) if words else None
+
+
+def unwrap(words: list[str]) -> list[str]:
+    """The command a privilege or namespace wrapper runs (the wrappers the docs' capture recipes use)."""
+    while words:
+        head = PurePosixPath(words[0]).name
+        if head in ("sudo", "unshare"):
+            rest = words[1:]
+            while rest and rest[0].startswith("-"):
+                rest = rest[2:] if rest[0] == "--propagation" else rest[1:]
+            words = rest
+        elif head == "ip" and words[1:3] == ["netns", "exec"]:
+            words = words[4:]
+        elif head == "sh" and words[1:2] == ["-c"] and len(words) > 2:
+            words = shlex.split(words[2].rpartition("exec ")[2])
+        else:
+            return words
+    return words
 
 
 def is_mitm(command: Command) -> bool:
@@ -90,7 +109,8 @@ def listen_hosts(argv: list[str]) -> list[str]:
     proxy mode, then mitmweb's own web server."""
     default = (values(argv, "--listen-host", setting="listen_host") or [EVERY_INTERFACE])[-1]
     modes = values(argv, "--mode", "-m", setting="mode") or ["regular"]
-    hosts = [mode_listen(mode)[0] or default for mode in modes]
+    # Local capture listens on no port: it takes the connections of the processes it names.
+    hosts = [mode_listen(mode)[0] or default for mode in modes if not mode.startswith("local")]
     if PurePosixPath(argv[0]).name == "mitmweb":
         hosts += values(argv, "--web-host", setting="web_host")[-1:] or ["127.0.0.1"]
     return hosts

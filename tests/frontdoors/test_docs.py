@@ -155,6 +155,12 @@ def test_the_listen_check_can_fail():
     assert not binds("mitmdump --listen-host 0.0.0.0 --mode reverse:https://a@8081")
     assert not binds("mitmdump --listen-host 127.0.0.1 --mode reverse:https://a@0.0.0.0:8081")
     assert not binds("mitmweb --listen-host 127.0.0.1 --web-host 0.0.0.0")
+    # Through the wrappers of the capture recipes: the command they run is the one checked.
+    assert not binds("sudo ip netns exec lens .venv/bin/mitmdump --mode transparent -p 8080")
+    assert binds("sudo ip netns exec lens .venv/bin/mitmdump --mode transparent --listen-host 127.0.0.1")
+    wrapped = "sudo unshare -m --propagation private sh -c 'mount x && exec .venv/bin/mitmdump {}'"
+    assert binds(wrapped.format('--mode "local:HTTP Client"'))  # local capture listens on no port
+    assert not binds(wrapped.format('--mode "local:HTTP Client" --mode regular'))
     commands = doc_commands.commands(
         "`.venv/bin/mitmdump -s addon.py` and\n```sh\nX=1 mitmweb \\\n  -m regular # c\n```\n"
     )
