@@ -1,4 +1,5 @@
-"""docs/proxy.md's transparent-mode recipe, run: a network namespace of its own (loopback only), an iptables
+"""docs/proxy.md's transparent-mode recipe, read from the page and run as written (the namespace's name,
+the paths and the agent swapped): a network namespace of its own (loopback only), an iptables
 REDIRECT rule that sends every TCP connection but the proxy's own (by owner: uid 0) to mitmdump in
 transparent mode, the fake provider in the namespace, a client as another user (nobody): its flow is
 rebuilt. Skipped, saying why, where the namespace, iptables or the user switch are not allowed."""
@@ -6,10 +7,12 @@ rebuilt. Skipped, saying why, where the namespace, iptables or the user switch a
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from lab import BIN, ROOT, Process
@@ -63,12 +66,23 @@ def _problem() -> str | None:
 PROBLEM = _problem()
 
 
+def recipe() -> list[list[str]]:
+    """docs/proxy.md's transparent-mode commands, as a user pastes them, `sudo` aside (the test is root)."""
+    text = (ROOT / "docs" / "proxy.md").read_text()
+    section = text[text.index("## Transparent mode") :]
+    block = section[section.index("```sh\n") + 6 : section.index("```", section.index("```sh\n") + 6)]
+    out = []
+    for line in block.splitlines():
+        for part in " ".join(shlex.split(line)).split(" && ") if line.strip() else ():
+            words = shlex.split(part)
+            out.append(words[1:] if words[0] == "sudo" else words)
+    return out
+
+
 @pytest.fixture
 def namespace():
     name = f"tl-test-{os.getpid()}"
-    assert _sh("ip", "netns", "add", name).returncode == 0
     try:
-        assert _sh("ip", "-n", name, "link", "set", "lo", "up").returncode == 0
         yield name
     finally:
         for pid in _sh("ip", "netns", "pids", name).stdout.split():
@@ -79,68 +93,49 @@ def namespace():
         _sh("ip", "netns", "del", name)
 
 
+def localized(words: list[str], namespace: str, dump: Path, port: int) -> list[str]:
+    """A recipe line with the test's namespace, the venv's mitmdump, the repository's addon, a temporary
+    dump and, for the agent, a client of the fake provider on ``port``."""
+    out = []
+    for previous, word in zip([None, *words], words, strict=False):
+        if word == "lens":
+            word = namespace
+        elif word.startswith(".venv/bin/"):
+            word = str(BIN / Path(word).name)
+        elif word == "addon.py":
+            word = str(ROOT / "addon.py")
+        elif previous == "-w":
+            word = str(dump)
+        if word == "your-agent":
+            out += [SYSTEM_PYTHON, "-c", CLIENT, str(port)]
+        else:
+            out.append(word)
+    return out
+
+
 @pytest.mark.skipif(PROBLEM is not None, reason=f"transparent mode cannot run here: {PROBLEM}")
 @pytest.mark.needs(not (AS_ROOT and MISSING), f"{', '.join(MISSING)} not installed (.ci/run installs them)")
 def test_the_transparent_recipe_rebuilds_a_clients_flow(namespace, tmp_path):
-    inside = ["ip", "netns", "exec", namespace]
-    # Every TCP connection of a user other than root goes to the proxy; the proxy (root) goes out as asked.
-    rule = _sh(
-        *inside,
-        "iptables",
-        "-t",
-        "nat",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "-m",
-        "owner",
-        "!",
-        "--uid-owner",
-        "0",
-        "-j",
-        "REDIRECT",
-        "--to-ports",
-        str(PROXY_PORT),
-    )
-    assert rule.returncode == 0, rule.stderr
+    add, up, rule, mitmdump, agent, delete = recipe()
+    assert (add[:3], delete[:3]) == (["ip", "netns", "add"], ["ip", "netns", "del"])
+    assert "--listen-host" in mitmdump and mitmdump[mitmdump.index("--listen-host") + 1] == "127.0.0.1"
+    assert mitmdump[mitmdump.index("-p") + 1] == rule[rule.index("--to-ports") + 1] == str(PROXY_PORT)
     dump = tmp_path / "transparent.flows"
+    for line in (add, up, rule):  # the namespace, its loopback, and the rule: every TCP connection of a
+        # user other than root goes to the proxy; the proxy (root) goes out as asked
+        done = _sh(*localized(line, namespace, dump, 0))
+        assert done.returncode == 0, (line, done.stderr)
+    inside = ["ip", "netns", "exec", namespace]
     provider = Process(
         "fake_provider",
         [*inside, sys.executable, str(ROOT / "scripts" / "fake_provider"), "--port", "0", "--delay", "0.002"],
     )
-    proxy = Process(
-        "mitmdump",
-        [
-            *inside,
-            str(BIN / "mitmdump"),
-            "-s",
-            str(ROOT / "addon.py"),
-            "--mode",
-            "transparent",
-            "--listen-host",
-            "127.0.0.1",
-            "-p",
-            str(PROXY_PORT),
-            "-w",
-            str(dump),
-        ],
-    )
+    proxy = Process("mitmdump", localized(mitmdump, namespace, dump, 0))
     with provider, proxy:
         port = int(provider.wait_for(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
         proxy.wait_for(r"listening at 127\.0\.0\.1:8080")
         client = subprocess.run(
-            [
-                *inside,
-                "setpriv",
-                f"--reuid={NOBODY}",
-                f"--regid={NOBODY}",
-                "--clear-groups",
-                SYSTEM_PYTHON,
-                "-c",
-                CLIENT,
-                str(port),
-            ],
+            localized(agent, namespace, dump, port),
             capture_output=True,
             text=True,
             timeout=60,
@@ -150,6 +145,7 @@ def test_the_transparent_recipe_rebuilds_a_clients_flow(namespace, tmp_path):
         assert client.returncode == 0, client.stderr
         proxy.wait_for(r"toolcall-lens POST", timeout=30)
         time.sleep(0.2)
+    assert _sh(*localized(delete, namespace, dump, 0)).returncode == 0
     with open(dump, "rb") as f:
         [flow] = list(mio.FlowReader(f).stream())
     # mitmproxy saw the connection to the provider's own address: the redirect kept the original one.
