@@ -215,37 +215,34 @@ class ObservedCalls:
             if positions is not None:
                 for call, position in zip(calls, positions, strict=True):
                     agreeing += self._compare(call, observed[position], warnings, position=position)
-                for position in sorted(set(range(len(observed))) - set(positions)):
-                    missing.append(f"{flow_id}#{position}")
-                    warnings.add(
-                        "unanswered-call",
-                        f"the client echoed {len(calls)} of the {len(observed)} calls flow {flow_id} "
-                        f"streamed but never call {position} ({observed[position].name}): a dropped call",
-                        id=None,
-                        position=position,
-                        name=observed[position].name,
-                        earlier_flow=flow_id,
-                    )
+                left = sorted(set(range(len(observed))) - set(positions))
+                missing += _dropped(flow_id, observed, left, len(calls), warnings)
                 continue
             names = {o.name for o in observed if o.name}
-            for position, call in enumerate(calls):
+            position = 0  # the streamed call an echo stands for; a glued echo stands for those it joins
+            for call in calls:
                 twin = observed[position] if position < len(observed) else None
                 if twin is not None and call.name == twin.name:
                     agreeing += self._compare(call, twin, warnings, position=position)
+                    position += 1
                     continue
                 pieces = _segment(call.name or "", names)
+                glued = pieces is not None and len(pieces) > 1
                 warnings.add(
                     "client-misassembled",
                     f"call {position} of flow {flow_id} (matched by position and name, the stream named no "
                     f"ids): the client echoed it as {call.name!r}"
-                    + (f", a concatenation of {' + '.join(pieces)}" if pieces and len(pieces) > 1 else ""),
+                    + (f", a concatenation of {' + '.join(pieces)}" if glued else ""),
                     id=call.id,
                     position=position,
                     earlier_flow=flow_id,
                     observed={"name": twin.name, "arguments": twin.arguments} if twin else None,
                     echoed={"name": call.name, "arguments": call.arguments},
-                    **({"name_concatenation": pieces} if pieces and len(pieces) > 1 else {}),
+                    **({"name_concatenation": pieces} if glued else {}),
                 )
+                position += len(pieces) if glued else 1
+            # None of the echoes stands for the calls after the last one matched.
+            missing += _dropped(flow_id, observed, range(position, len(observed)), len(calls), warnings)
         return agreeing, flows, missing
 
     def _anonymous_response(
@@ -339,6 +336,24 @@ class ObservedCalls:
         """The observed calls whose ids, concatenated, make ``call_id`` (two or more), or None."""
         pieces = _segment(call_id, self._calls, min_parts=2)
         return [self._calls[p] for p in pieces] if pieces else None
+
+
+def _dropped(flow_id: str, observed: list, positions, echoed: int, warnings: WarningLog) -> list[str]:
+    """``unanswered-call`` for each of these calls of a response without ids that no echo stands for;
+    returns them as FLOW#POSITION."""
+    out = []
+    for position in positions:
+        out.append(f"{flow_id}#{position}")
+        warnings.add(
+            "unanswered-call",
+            f"the client echoed {echoed} call(s) for the {len(observed)} flow {flow_id} streamed, none of them "
+            f"call {position} ({observed[position].name}): a dropped call",
+            id=None,
+            position=position,
+            name=observed[position].name,
+            earlier_flow=flow_id,
+        )
+    return out
 
 
 def _in_order(names: list, streamed: list) -> list[int] | None:

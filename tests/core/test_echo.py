@@ -563,3 +563,69 @@ def test_an_id_less_echo_is_matched_only_with_responses_of_its_own_format():
     # The Ollama response is the newer one, with the same names: a Gemini request is not its follow-up.
     warnings, evidence = observed(GEMINI_NO_IDS, ollama).examine(gemini_follow_up(right), "gemini")
     assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_after_a_glued_gemini_echo_the_next_echo_is_compared_with_the_call_after_those_it_joins():
+    three = _gemini_stream(
+        ("run_shell_command", {"command": "ls"}),
+        ("read_file", {"path": "a.txt"}),
+        ("web_fetch", {"url": "u"}),
+    )
+    glued = [("run_shell_commandread_file", {"command": "ls", "path": "a.txt"}), ("web_fetch", {"url": "u"})]
+    warnings, evidence = observed(three).examine(gemini_follow_up(glued), "gemini")
+    [(code, position, pieces)] = [(w["code"], w["position"], w.get("name_concatenation")) for w in warnings]
+    assert (code, position, pieces) == ("client-misassembled", 0, ["run_shell_command", "read_file"])
+    assert evidence["matched"] == 1 and evidence["unanswered"] == []
+    # Glued, and the call after left out: that one was dropped.
+    warnings, evidence = observed(three).examine(gemini_follow_up(glued[:1]), "gemini")
+    assert sorted((w["code"], w["position"]) for w in warnings) == [
+        ("client-misassembled", 0),
+        ("unanswered-call", 2),
+    ]
+    assert evidence["unanswered"] == ["flow-0#2"]
+    # An echo that is neither the call at its place nor a concatenation says so, without a concatenation.
+    odd = [("run_shell_commandread_file", {}), ("read_file", {"path": "a.txt"})]
+    warnings, _ = observed(three).examine(gemini_follow_up(odd), "gemini")
+    second = next(w for w in warnings if w["position"] == 2)
+    assert second["code"] == "client-misassembled" and "name_concatenation" not in second
+    assert "concatenation" not in second["message"] and second["observed"]["name"] == "web_fetch"
+
+
+def test_gemini_turns_answer_the_responses_newest_first():
+    # Two turns calling the same tool: the newer turn is the follow-up of the newer response.
+    older = _gemini_stream(("run_shell_command", {"command": "ls"}))
+    newer = _gemini_stream(("run_shell_command", {"command": "cat a.txt"}))
+    history = json.loads(gemini_follow_up([("run_shell_command", {"command": "ls"})]))
+    history["contents"] += json.loads(gemini_follow_up([("run_shell_command", {"command": "cat a.txt"})]))[
+        "contents"
+    ][1:]
+    warnings, evidence = observed(older, newer).examine(json.dumps(history).encode(), "gemini")
+    assert warnings == [] and evidence["matched"] == 2
+
+
+def test_a_gemini_turn_that_matches_nothing_does_not_stop_the_older_ones_being_checked():
+    history = json.loads(
+        gemini_follow_up([("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"})])
+    )
+    history["contents"] += json.loads(gemini_follow_up([("web_search", {"q": "x"})]))["contents"][1:]
+    warnings, evidence = observed(GEMINI_NO_IDS).examine(json.dumps(history).encode(), "gemini")
+    assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_a_glued_gemini_echo_between_right_ones_is_the_only_one_flagged():
+    four = _gemini_stream(
+        ("run_shell_command", {"command": "ls"}),
+        ("read_file", {"path": "a.txt"}),
+        ("web_fetch", {"url": "u"}),
+        ("glob", {"pattern": "*"}),
+    )
+    echo = [
+        ("run_shell_command", {"command": "ls"}),
+        ("read_fileweb_fetch", {"path": "a.txt", "url": "u"}),
+        ("glob", {"pattern": "*"}),
+    ]
+    warnings, evidence = observed(four).examine(gemini_follow_up(echo), "gemini")
+    assert [(w["code"], w["position"], w.get("name_concatenation")) for w in warnings] == [
+        ("client-misassembled", 1, ["read_file", "web_fetch"])
+    ]
+    assert evidence["matched"] == 2 and evidence["unanswered"] == []
