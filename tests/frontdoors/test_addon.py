@@ -706,3 +706,53 @@ def test_the_earlier_flow_of_a_dropped_call_says_so():
     assert earlier.metadata["toolcall_lens_echoes"] == [
         {"flow_id": dropped.id, "code": "unanswered-call", "ids": ["call_xyz"]}
     ]
+
+
+# What a mutation run found untested in the addon's hooks: what they pass on to the core.
+
+
+def test_an_error_status_is_a_result_saying_so_with_its_status_reason_and_type(lens):
+    flow = llm_flow(content_type="application/json", request={**REQUEST, "stream": True})
+    flow.response.status_code, flow.response.reason = 429, "Too Many Requests"
+    flow.response.content = b'{"error": {"message": "Rate limit reached", "type": "requests"}}'
+    lens.responseheaders(flow)
+    assert not callable(flow.response.stream)  # an error body is read whole, not as a stream
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    (warning,) = result["warnings"]
+    assert (warning["code"], warning["status"], warning["reason"]) == ("http-error", 429, "Too Many Requests")
+    assert warning["content_type"] == "application/json" and result["streamed"] is True
+    assert "Rate limit reached" in warning["message"] and flow.marked
+
+
+def test_a_whole_message_is_read_with_its_request_even_under_a_wrong_content_encoding(lens):
+    message = {
+        "object": "chat.completion",
+        "model": "gpt-test",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "not_declared", "arguments": "{}"},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    flow = llm_flow(content_type="application/json", request={**REQUEST, "stream": False})
+    flow.response.headers["content-encoding"] = "gzip"  # says gzip; the body is plain: read as it is
+    flow.response.raw_content = json.dumps(message).encode()
+    lens.responseheaders(flow)
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert result["streamed"] is False and [c["name"] for c in result["choices"][0]["tool_calls"]] == [
+        "not_declared"
+    ]
+    assert "undeclared-tool" in [w["code"] for w in result["warnings"]]  # checked against the request
