@@ -128,8 +128,11 @@ def _set_path(root: dict, value: dict) -> None:
     path = value.get("jsonPath")
     if type(path) is not str or not path.startswith("$"):
         return
-    keys = [next(g for g in match.groups() if g is not None) for match in _PATH_TOKEN.finditer(path, 1)]
-    keys = [int(k) if k.isdigit() and f"[{k}]" in path else k for k in keys]
+    # An index only where the path says [N]; a key that is digits (.0, ['0']) stays a key.
+    keys = [
+        int(index) if index is not None else next(g for g in (name, single, double) if g is not None)
+        for name, index, single, double in (match.groups() for match in _PATH_TOKEN.finditer(path, 1))
+    ]
     if not keys:
         return
     new = None
@@ -160,7 +163,8 @@ def _has(node, key) -> bool:
 
 def _put(node, key, value) -> None:
     if type(node) is dict:
-        node[key] = value
+        if type(key) is str:  # an index into an object is no place: the value is left out
+            node[key] = value
     elif type(key) is int:
         while len(node) <= key:
             node.append(None)
