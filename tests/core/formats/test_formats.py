@@ -544,3 +544,35 @@ def test_undecodable_bodies_stop_analysis_with_a_warning(encoding, wire, message
     result = accumulator.finish()
     failed = warning(result, "decoding-failed")
     assert message in failed["message"] and result["complete"] is False
+
+
+def test_a_whole_bedrock_converse_message_keeps_its_reasoning_text_calls_in_place_and_usage():
+    message = {
+        "output": {
+            "message": {
+                "content": [
+                    {"reasoningContent": {"reasoningText": {"text": "Weather, then time.", "signature": "s"}}},
+                    {"text": "Checking both."},
+                    "not a block",
+                    {"text": ""},
+                    {"toolUse": {"toolUseId": "t1", "name": "get_weather", "input": {"city": "Paris"}}},
+                    {"reasoningContent": {"redactedContent": "eA=="}},
+                    {"toolUse": {"toolUseId": "t2", "name": "get_time", "input": {"tz": "CET"}}},
+                ]
+            }
+        },
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 12, "outputTokens": 7, "totalTokens": 19},
+    }
+    result = analyze_message(json.dumps(message).encode(), "bedrock-converse")
+    [choice] = result["choices"]
+    assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == (
+        "Weather, then time.",
+        "Checking both.",
+        "tool_use",
+    )
+    assert [(c["id"], c["name"], json.loads(c["arguments"]), c["index"]) for c in choice["tool_calls"]] == [
+        ("t1", "get_weather", {"city": "Paris"}, 4),
+        ("t2", "get_time", {"tz": "CET"}, 6),
+    ]
+    assert result["usage"] == message["usage"] and result["complete"] and result["warnings"] == []
