@@ -4,6 +4,7 @@ Realtime and Gemini Live; one result per response, the client's evidence, bad in
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -385,6 +386,55 @@ def test_gemini_live_reads_binary_frames_a_batch_of_calls_and_a_cancellation():
     assert [(w["code"], w["id"]) for w in first["warnings"]] == [("cancelled-call-answered", "f2")]
     assert first["compatibility"] and all(v["verdict"] == "n/a" for v in first["compatibility"].values())
     assert second["choices"][0]["text"] == "Done." and second["usage"] == {"totalTokenCount": 9}
+
+
+def _live_keys(obj, snake: bool):
+    """The message in the spelling of the Python SDK (snake_case) or of the wire (camelCase)."""
+    if not snake:
+        return obj
+    if isinstance(obj, dict):
+        return {
+            re.sub(r"([A-Z])", lambda m: "_" + m[1].lower(), k): _live_keys(v, snake) for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [_live_keys(v, snake) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("snake", [False, True], ids=["camelCase", "snake_case"])
+def test_gemini_live_keeps_thoughts_text_transcripts_usage_and_each_batch_in_order(snake):
+    wire = Wire(path=GEMINI_LIVE_PATH)
+    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)
+    wire.client(_live_keys({"setup": {"model": "models/live-y"}}, snake))
+    send({"setupComplete": {}})
+    wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
+    turn = {"parts": [{"text": "Plan: ", "thought": True}, {"text": ""}, "odd", {"text": "Sure."}]}
+    send({"serverContent": {"modelTurn": turn}})
+    send({"serverContent": {"outputTranscription": {"text": " Said aloud."}}})
+    send({"serverContent": {"turnComplete": True}, "usageMetadata": {"totalTokenCount": 5}})
+    wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
+    batch = [
+        {"id": "a", "name": "one", "args": {"n": 1}},
+        "odd",
+        {"id": "b", "name": "two"},
+        {"id": "d", "name": "four"},
+    ]
+    send({"toolCall": {"functionCalls": batch}})
+    answers = {"toolResponse": {"functionResponses": [{"id": "a"}, {"id": "b"}, {"id": "d"}]}}
+    wire.client(_live_keys(answers, snake))
+    send({"toolCall": {"functionCalls": [{"id": "c", "name": "three", "args": {}}]}})
+    first, second, third = wire.finish()
+    [choice] = first["choices"]
+    assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == (
+        "Plan: ",
+        "Sure. Said aloud.",
+        "turn_complete",
+    )
+    assert first["usage"] == {"total_token_count" if snake else "totalTokenCount": 5} and first["complete"]
+    assert calls(second) == [("a", "one", '{"n":1}'), ("b", "two", "{}"), ("d", "four", "{}")]
+    assert [c["index"] for c in second["choices"][0]["tool_calls"]] == [0, 1, 2]
+    assert second["choices"][0]["finish_reason"] == "tool_call" and second["complete"]
+    assert calls(third) == [("c", "three", "{}")] and third["choices"][0]["tool_calls"][0]["index"] == 0
 
 
 def test_gemini_live_flags_a_dropped_call_and_an_unknown_answer():
