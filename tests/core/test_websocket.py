@@ -325,6 +325,37 @@ def test_a_realtime_response_done_as_cancelled_is_not_complete():
     assert (note["status"], note["reason"]) == ("cancelled", "client_cancelled")
 
 
+def test_a_realtime_response_done_gives_the_id_usage_and_a_failure_with_its_error():
+    wire = Wire(path="/v1/realtime?model=m")
+    wire.server(rt("response.created", response={"id": "R1"}))
+    wire.server(realtime_call_added("R1", 0, "k1", "a"))
+    wire.server(realtime_delta("R1", 0, "k1", "{}"))
+    usage = {"total_tokens": 12, "input_tokens": 10, "output_tokens": 2}
+    wire.server(rt("response.done", response={"id": "R1", "status": "completed", "usage": usage}))
+    wire.server(rt("response.created", response={"id": "R2"}))
+    error = {"type": "server_error", "code": "overloaded", "message": "try later"}
+    failed = {"id": "R2", "status": "failed", "status_details": {"type": "failed", "error": error}}
+    wire.server(rt("response.done", response=failed))
+    wire.server(rt("response.created", response={"id": "R3"}))
+    wire.server(rt("response.done", response={"id": "R3", "status": "failed"}))
+    by_id = {r["response_id"]: r for r in wire.finish()}  # settled in their own order: R1 awaited evidence
+    first, second, third = by_id["R1"], by_id["R2"], by_id["R3"]
+    assert first["usage"] == usage and first["complete"]
+    assert first["choices"][0]["finish_reason"] == "completed"
+    (problem,) = [w for w in second["warnings"] if w["code"] == "provider-error"]
+    assert problem["error"] == error and "try later" in problem["message"]
+    assert second["choices"][0]["finish_reason"] == "failed" and not second["complete"]
+    assert second["websocket"]["status"] == "failed"
+    (bare,) = [w for w in third["warnings"] if w["code"] == "provider-error"]
+    assert bare["error"] == {"status": "failed"}
+    # Joined mid-response (no response.created seen): the end names the response.
+    late = Wire(path="/v1/realtime?model=m")
+    late.server(rt("response.output_text.delta", response_id="R7", item_id="i", output_index=0, delta="hi"))
+    late.server(rt("response.done", response={"id": "R7", "status": "completed"}))
+    (joined,) = late.finish()
+    assert joined["response_id"] == "R7" and joined["choices"][0]["text"] == "hi"
+
+
 def test_realtime_function_call_outputs_are_the_clients_evidence():
     wire = Wire(path="/v1/realtime?model=m")
     wire.server(rt("response.created", response={"id": "R1"}))
