@@ -356,6 +356,54 @@ def test_a_realtime_response_done_gives_the_id_usage_and_a_failure_with_its_erro
     assert joined["response_id"] == "R7" and joined["choices"][0]["text"] == "hi"
 
 
+def test_realtime_checks_calls_against_the_session_tools_and_reads_errors_ends_and_audio_exactly():
+    wire = Wire(path="/v1/realtime?model=m")
+    tools = [{"type": "function", "name": "a", "parameters": {"type": "object"}}]
+    wire.client({"type": "session.update", "session": {"tools": tools}})
+    wire.client({"type": "session.update", "session": {"instructions": "brief"}})  # merged, tools kept
+    wire.server(rt("response.created", response={"id": "R1"}))
+    wire.server(realtime_call_added("R1", 0, "k1", "a"))
+    wire.server(realtime_call_added("R1", 1, "k2", "b"))
+    wire.server(realtime_delta("R1", 0, "k1", "{}"))
+    wire.server(realtime_delta("R1", 1, "k2", "{}"))
+    wire.server(
+        rt("response.output_audio.delta", response_id="R1", item_id="au", delta="AAAAAA")
+    )  # 4.5 bytes
+    # Events naming no response go to the latest one; a text delta that is no string adds nothing.
+    wire.server(rt("response.output_text.delta", item_id="t", output_index=2, delta="ok"))
+    wire.server(rt("response.output_text.delta", response_id="R1", item_id="t", output_index=2, delta=7))
+    wire.server(rt("error", error={"type": "invalid_request_error", "message": "bad"}))
+    wire.server(rt("response.done", response={"id": "R1", "status": "completed"}))
+    wire.server(rt("response.done", response={"id": "R1", "status": "completed"}))  # said twice: one end
+    wire.client(
+        {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "k1"}}
+    )
+    wire.client(
+        {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "k2"}}
+    )
+    wire.client({"type": "response.create"})
+    results = wire.finish()
+    assert [r["response_id"] for r in results] == ["R1"]
+    [result] = results
+    assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["b"]
+    (error,) = [w for w in result["warnings"] if w["code"] == "provider-error"]
+    assert error["error"] == {"type": "invalid_request_error", "message": "bad"} and error["ws_message"] == 11
+    assert result["choices"][0]["text"] == "ok"
+    assert result["websocket"]["audio_bytes"] == 4 and type(result["websocket"]["audio_bytes"]) is int
+    # A failed end without a reason gives its type as the reason.
+    failed = Wire(path="/v1/realtime?model=m")
+    failed.server(rt("response.created", response={"id": "R2"}))
+    failed.server(
+        rt(
+            "response.done",
+            response={"id": "R2", "status": "incomplete", "status_details": {"type": "max_output_tokens"}},
+        )
+    )
+    (cut,) = failed.finish()
+    (note,) = [w for w in cut["warnings"] if w["code"] == "response-incomplete"]
+    assert (note["status"], note["reason"]) == ("incomplete", "max_output_tokens")
+
+
 def test_realtime_function_call_outputs_are_the_clients_evidence():
     wire = Wire(path="/v1/realtime?model=m")
     wire.server(rt("response.created", response={"id": "R1"}))
