@@ -516,6 +516,47 @@ def test_gemini_live_keeps_thoughts_text_transcripts_usage_and_each_batch_in_ord
     assert calls(third) == [("c", "three", "{}")] and third["choices"][0]["tool_calls"][0]["index"] == 0
 
 
+@pytest.mark.parametrize("snake", [False, True], ids=["camelCase", "snake_case"])
+def test_gemini_live_checks_calls_against_the_setup_tools_and_ends_an_interrupted_turn(snake):
+    wire = Wire(path=GEMINI_LIVE_PATH)
+    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)  # noqa: E731
+    tools = [{"functionDeclarations": [{"name": "lights", "parameters": {"type": "object"}}]}]
+    wire.client(_live_keys({"setup": {"model": "models/live-z", "tools": tools}}, snake))
+    wire.client(_live_keys({"setup": {"tools": tools}}, snake))  # a second setup naming no model keeps it
+    send({"setupComplete": {}})
+    wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
+    send({"toolCall": {"functionCalls": [{"id": "x", "name": "lights"}, {"id": "y", "name": "oven"}]}})
+    send({"toolCallCancellation": {"ids": ["y"]}})
+    send({"usageMetadata": {"totalTokenCount": 3}})  # usage of the response already ended: no new one
+    wire.client(_live_keys({"toolResponse": {"functionResponses": [{"id": "x"}]}}, snake))
+    send({"serverContent": {"modelTurn": {"parts": [{"text": "Turning"}]}}})
+    send({"serverContent": {"interrupted": True}})
+    first, second = wire.finish()
+    assert [w["name"] for w in first["warnings"] if w["code"] == "undeclared-tool"] == ["oven"]
+    assert first["model"] == "live-z" and first["websocket"]["evidence"]["cancelled"] == ["y"]
+    assert second["model"] == "live-z" and second["choices"][0]["text"] == "Turning"
+    assert second["websocket"]["status"] == "interrupted" and not second["complete"]
+    (note,) = [w for w in second["warnings"] if w["code"] == "response-incomplete"]
+    assert note["reason"] == "the user spoke over the model"
+
+
+@pytest.mark.parametrize("snake", [False, True], ids=["camelCase", "snake_case"])
+def test_gemini_live_settles_calls_at_the_users_next_turn_and_reads_usage_sent_alone(snake):
+    wire = Wire(path=GEMINI_LIVE_PATH)
+    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)  # noqa: E731
+    wire.client(_live_keys({"setup": {"model": "models/live-z"}}, snake))
+    wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
+    send({"toolCall": {"functionCalls": [{"id": "x", "name": "lights"}]}})
+    assert wire.settled == []  # its evidence is awaited
+    wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
+    assert [r["websocket"]["position"] for r in wire.settled] == [1]  # the user went on: settled now
+    send({"serverContent": {"modelTurn": {"parts": [{"text": "Hi"}]}}})
+    send({"usageMetadata": {"totalTokenCount": 4}})  # while the response runs: its usage
+    send({"serverContent": {"turnComplete": True}})
+    _, second = wire.finish()
+    assert second["usage"] == {"total_token_count" if snake else "totalTokenCount": 4}
+
+
 def test_gemini_live_flags_a_dropped_call_and_an_unknown_answer():
     wire = Wire(path=GEMINI_LIVE_PATH)
     wire.client({"setup": {"model": "models/g"}})
