@@ -266,7 +266,8 @@ class ObservedCalls:
         """The calls of each earlier response this request answers in part that it leaves out: a client
         that dropped a call (it ran and answered its siblings, never it)."""
         result_ids = set(results)
-        referenced = {o.flow_id for _, o in matched} | {o.flow_id for o in answered}
+        # In the order the request names them: the warnings come out the same on every run.
+        referenced = dict.fromkeys([*(o.flow_id for _, o in matched), *(o.flow_id for o in answered)])
         missing: list[str] = []
         for flow_id in referenced:
             siblings = self.siblings(flow_id)

@@ -756,3 +756,37 @@ def test_a_whole_message_is_read_with_its_request_even_under_a_wrong_content_enc
         "not_declared"
     ]
     assert "undeclared-tool" in [w["code"] for w in result["warnings"]]  # checked against the request
+
+
+def test_each_earlier_flow_in_the_view_is_linked_and_mitmweb_told_even_when_another_is_gone():
+    from mitmproxy.addons.view import View
+
+    class Updates:
+        def __init__(self):
+            self.flows = []
+
+        def update(self, flows):
+            self.flows += flows
+
+    lens, view, updates = addon_module.ToolcallLens(), View(), Updates()
+    with taddons.context(lens, view, updates):
+        gone = llm_flow()  # streamed, then removed from the view
+        view.add([gone])
+        stream_through(lens, gone, PRODUCTION)
+        view.remove([gone])
+        earlier = llm_flow()
+        view.add([earlier])
+        stream_through(lens, earlier, CLEAN)
+        earlier.comment = ""  # the user cleared it: the link is the whole comment
+        # One follow-up that answers one call of each response and drops the other: the gone flow's first.
+        weather = ("call_Wm3kQ1a9Tn0bXc7YpLr2Ds4E", "get_weather", '{"city": "Paris"}')
+        request = chat_turn([PRODUCTION_CALLS[0], weather], ["call_abc", weather[0]])
+        dropped = llm_flow(request=request)
+        updates.flows.clear()
+        lens.request(dropped)
+    assert earlier.comment == f"a call dropped by flow {dropped.id}"
+    assert earlier.metadata["toolcall_lens_echoes"] == [
+        {"flow_id": dropped.id, "code": "unanswered-call", "ids": ["call_Pq8vN2s6Hb4uZe1RkTw9Lm0C"]}
+    ]
+    assert updates.flows == [earlier]
+    assert "toolcall_lens_echoes" not in gone.metadata
