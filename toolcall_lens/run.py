@@ -322,6 +322,10 @@ class Mitmproxy:
         if self.local:
             # The agent's own PID, and any process or thread name asked for (its children, when it has them).
             argv += ["--mode", "local:" + ",".join([str(pid), *options.capture])]
+            # The redirector matches PIDs, not ancestry: the agent's descendants are added as they appear.
+            # Loaded before addon.py, which refuses a toolcall_lens_ option no script declared.
+            argv[1:1] = ["-s", str(Path(__file__).with_name("local_tree.py"))]
+            argv += ["--set", f"toolcall_lens_local_tree={pid}"]
             shim = paths.folder / "bin"
             shim.mkdir(exist_ok=True)
             (shim / "sudo").write_text(SUDO_STAND_IN)
@@ -736,8 +740,9 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
             lines.append("no flow was captured: the agent opened no TCP connection")
         elif mode == "local":
             lines.append(
-                "no flow was captured: the agent opened no TCP connection from its own process "
-                "(local mode captures the agent's PID, not its child processes: name theirs with --capture)"
+                "no flow was captured: neither the agent nor a process it started opened a TCP connection "
+                "the redirector took (a child that connects within milliseconds of starting can be missed: "
+                "name it with --capture, or use --mode transparent)"
             )
         elif outcome.status != 0 and not outcome.note:
             lines.append(

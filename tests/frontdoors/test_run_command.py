@@ -100,3 +100,32 @@ def test_an_agent_never_captured_still_starts_after_the_wait():
         process, _ = _trampoline(probe.getsockname()[1], 0.3)
         out, _ = process.communicate(timeout=30)
     assert process.returncode == 0 and float(out) >= started + 0.3
+
+
+def test_local_mode_follows_every_descendant_of_the_agent():
+    from toolcall_lens import local_tree
+
+    tree = """
+import subprocess, sys, time
+if sys.argv[1] == "0":
+    time.sleep(30)
+else:
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2], str(int(sys.argv[1]) - 1), sys.argv[2]])
+    print(child.pid, flush=True)
+    child.wait()
+"""
+    root = subprocess.Popen([sys.executable, "-c", tree, "2", tree], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(root.stdout.readline())
+        deadline = time.monotonic() + 10
+        while len(local_tree.descendants(root.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = local_tree.descendants(root.pid)
+        assert child in found and len(found) == 2 and root.pid not in found  # a child and a grandchild
+    finally:
+        for pid in local_tree.descendants(root.pid):
+            os.kill(pid, 9)
+        root.kill()
+        root.wait()
+    assert local_tree.descendants(root.pid) == set()  # gone: nothing to follow
+    assert local_tree.spec("123,tlens", {7, 5}) == f"123,tlens,5,7,!{os.getpid()}"

@@ -270,14 +270,16 @@ def through_toolcall_lens_run(name: str, tmp: Path, *mode: str) -> subprocess.Co
 
 
 @pytest.mark.parametrize("name", [pytest.param("codex", marks=needs("codex"))])
-def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(name, tmp_path):
-    """`toolcall-lens run --mode local --capture tokio-rt-worker -- codex ...`: Codex's npm launcher starts
-    the binary whose requests leave from tokio-rt-worker threads, captured by that name."""
+@pytest.mark.parametrize("capture", [[], ["--capture", "tokio-rt-worker"]], ids=["followed", "by-name"])
+def test_toolcall_lens_run_captures_codex_in_local_mode_without_proxy_variables(name, capture, tmp_path):
+    """`toolcall-lens run --mode local [--capture tokio-rt-worker] -- codex ...`: Codex's npm launcher
+    starts the binary whose requests leave from tokio-rt-worker threads: captured as the launcher's
+    descendant, or by that thread name."""
     from toolcall_lens.run import local_mode_unavailable
 
     if reason := local_mode_unavailable():
         pytest.skip(reason)
-    done = through_toolcall_lens_run(name, tmp_path, "--mode", "local", "--capture", "tokio-rt-worker")
+    done = through_toolcall_lens_run(name, tmp_path, "--mode", "local", *capture)
     assert done.returncode == 0, done.stderr[-3000:]
     assert FINAL_TEXT in done.stdout
     report = done.stderr
