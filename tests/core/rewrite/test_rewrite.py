@@ -20,7 +20,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from streams import invoke_frames, named_sse
+from streams import DATA, invoke_frames, named_sse
 
 from accumulator import analyze
 from accumulator.boundaries import hostile_cuts
@@ -1148,3 +1148,22 @@ def test_a_stream_that_never_ends_holds_bounded_memory(kind, inject, repair):
         assert "more than 1000 tool calls" in report["stopped"]["reason"]
     if not inject:
         assert out.hexdigest() == sent.hexdigest()
+
+
+@pytest.mark.parametrize("where", ["both", "event line only", "payload only"])
+def test_cohere_events_are_known_by_their_event_line_or_their_payload_type(where):
+    body = (DATA / "cohere_v2_parallel.sse").read_bytes()
+    lines = []
+    for line in body.split(b"\n"):
+        if where == "payload only" and line.startswith(b"event:"):
+            continue
+        if where == "event line only" and line.startswith(b"data: {"):
+            obj = json.loads(line[6:])
+            obj.pop("type", None)
+            line = b"data: " + json.dumps(obj).encode()
+        lines.append(line)
+    stream = b"\n".join(lines)
+    rewriter = StreamRewriter("cohere-v2", inject=["interleave"])
+    out = b"".join([*rewriter.feed(stream), *rewriter.finish()])
+    assert rewriter.report()["calls_reordered"] == 2, where
+    assert out != stream
