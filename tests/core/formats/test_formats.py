@@ -576,3 +576,14 @@ def test_a_whole_bedrock_converse_message_keeps_its_reasoning_text_calls_in_plac
         ("t2", "get_time", {"tz": "CET"}, 6),
     ]
     assert result["usage"] == message["usage"] and result["complete"] and result["warnings"] == []
+
+
+def test_bedrock_tools_are_declared_by_tool_spec_or_system_tool_and_odd_entries_are_skipped():
+    body = (DATA / "bedrock_converse_parallel.bin").read_bytes()
+    spec = {"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}
+    declared = {"toolConfig": {"tools": ["odd", spec, {"systemTool": {"name": "get_time"}}]}}
+    result = analyze(body, "bedrock-converse", request=declared)
+    assert "undeclared-tool" not in codes(result)
+    missing = {"toolConfig": {"tools": [spec, "odd"]}}
+    result = analyze(body, "bedrock-converse", request=missing)
+    assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["get_time"]
