@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 
 import pytest
 from mitmproxy import exceptions
@@ -309,17 +310,24 @@ def test_a_live_update_sees_every_chunk_that_came(monkeypatch):
         tctx.configure(lens, toolcall_lens_live_updates=4)  # every 0.25 s: every 25th chunk here
         flow = llm_flow()
         lens.responseheaders(flow)
-        seen = []
+        seen, comments = [], []
         for n, piece in enumerate(pieces(PRODUCTION, 3), 1):
             before = flow.metadata.get("toolcall_lens_live")
             flow.response.stream(piece)
             live = flow.metadata.get("toolcall_lens_live")
             if live is not before:
                 seen.append((n, live["bytes"]))
+                comments.append(flow.comment)
         flow.response.stream(b"")
         lens.response(flow)
     assert len(seen) > 3
     assert all(nbytes == min(3 * n, len(PRODUCTION)) for n, nbytes in seen), seen
+    # What the flow list shows meanwhile: the events so far, then the calls by name as they appear.
+    assert comments[0] == "openai-chat ?: streaming, 0 events"  # no event read yet: no model either
+    assert re.fullmatch(
+        r"openai-chat gpt-test: streaming, \d+ events, 2 call\(s\) so far: search_circulars, get_user_profile",
+        comments[-1],
+    ), comments
 
 
 def test_a_full_batch_is_fed_on_the_event_loops_next_turn(monkeypatch):
