@@ -1,6 +1,6 @@
 """How fast and how lean toolcall-lens is: the benchmark's front door (the parts live in scripts/bench/).
 
-.venv/bin/python scripts/bench.py [core|proxy|rewrite|soak|all] [--quick] [--repeats N] [--flows N]
+.venv/bin/python scripts/bench.py [core|proxy|rewrite|soak|websocket|all] [--quick] [--repeats N] [--flows N]
 """
 
 import sys

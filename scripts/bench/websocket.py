@@ -40,7 +40,7 @@ def ws_run(port: int, responses: int) -> tuple[float, int]:
 
 def bench_websocket(args) -> None:
     responses = 20 if args.quick else 300
-    repeats = args.repeats or (2 if args.quick else 5)
+    repeats = args.repeats or (2 if args.quick else 7)
     heading(f"WebSocket: messages per second through mitmdump ({responses} responses a connection)")
     provider, provider_port = start_fake_provider(delay=0)
     contenders = {

@@ -24,6 +24,8 @@ HEADERS = (
     "added by the addon: p50",
     "== soak: 200 flows through one mitmdump",
     "toolcall-lens-state watches=",
+    "== WebSocket: messages per second through mitmdump",
+    "mitmdump + the core alone (Connection)",
     "== targets",
 )
 
