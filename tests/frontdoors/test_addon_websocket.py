@@ -220,6 +220,14 @@ def test_the_keep_option_is_checked(lens):
         lens.tctx.configure(lens, toolcall_lens_websocket_keep=-1)
 
 
+def first_call_of_r1(lens, flow) -> None:
+    """A response asked for and started, its first call (search) added."""
+    send(lens, flow, True, {"type": "response.create", "model": "m"})
+    send(lens, flow, False, {"type": "response.created", "response": {"id": "r1", "model": "m"}})
+    item = {"type": "function_call", "id": "fc0", "call_id": "c0", "name": "search"}
+    send(lens, flow, False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+
+
 def test_a_running_response_shows_its_calls_as_they_grow_at_the_live_update_rate(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(addon_module.time, "time", lambda: now[0])
@@ -228,10 +236,7 @@ def test_a_running_response_shows_its_calls_as_they_grow_at_the_live_update_rate
         tctx.configure(lens, toolcall_lens_live_updates=2)  # at most one update per 0.5 s
         flow = ws_flow()
         lens.websocket_start(flow)
-        send(lens, flow, True, {"type": "response.create", "model": "m"})
-        send(lens, flow, False, {"type": "response.created", "response": {"id": "r1", "model": "m"}})
-        item = {"type": "function_call", "id": "fc0", "call_id": "c0", "name": "search"}
-        send(lens, flow, False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+        first_call_of_r1(lens, flow)
         # The first message updated it (none before); those within 0.5 s after it did not.
         assert len(flow.metadata["toolcall_lens_live"]["running"]) == 1
         first = flow.comment
@@ -269,8 +274,5 @@ def test_no_live_update_when_it_is_off():
         tctx.configure(lens, toolcall_lens_live_updates=0)
         flow = ws_flow()
         lens.websocket_start(flow)
-        send(lens, flow, True, {"type": "response.create", "model": "m"})
-        send(lens, flow, False, {"type": "response.created", "response": {"id": "r1", "model": "m"}})
-        item = {"type": "function_call", "id": "fc0", "call_id": "c0", "name": "search"}
-        send(lens, flow, False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+        first_call_of_r1(lens, flow)
         assert "toolcall_lens_live" not in flow.metadata and not flow.comment
