@@ -142,8 +142,8 @@ class AnthropicDialect(JsonDialect):
         obj = self._load(body, 1)
         if obj is None:
             return []
-        if obj.get("type") == "error":
-            return [ProviderError(1, obj.get("error") or obj)]
+        if obj.get("type") == "error":  # a whole message, ended: an error, not a truncated stream
+            return [ProviderError(1, obj.get("error") or obj), StreamEnd(1)]
         out: list = [Meta(1, obj.get("model") or None, obj.get("id") or None)]
         for position, block in enumerate(as_list(obj.get("content"))):
             if type(block) is not dict:

@@ -146,8 +146,8 @@ class ResponsesDialect(JsonDialect):
             return []
         out: list = []
         if type(obj.get("error")) is dict and obj.get("object") != "response":
-            out.append(ProviderError(1, obj["error"]))
-            return out
+            # A whole message, ended: an error, not a truncated stream.
+            return [ProviderError(1, obj["error"]), StreamEnd(1)]
         for position, item in enumerate(as_list(obj.get("output"))):
             if type(item) is not dict:
                 continue

@@ -551,7 +551,11 @@ def test_a_whole_bedrock_converse_message_keeps_its_reasoning_text_calls_in_plac
         "output": {
             "message": {
                 "content": [
-                    {"reasoningContent": {"reasoningText": {"text": "Weather, then time.", "signature": "s"}}},
+                    {
+                        "reasoningContent": {
+                            "reasoningText": {"text": "Weather, then time.", "signature": "s"}
+                        }
+                    },
                     {"text": "Checking both."},
                     "not a block",
                     {"text": ""},
@@ -587,3 +591,80 @@ def test_bedrock_tools_are_declared_by_tool_spec_or_system_tool_and_odd_entries_
     missing = {"toolConfig": {"tools": [spec, "odd"]}}
     result = analyze(body, "bedrock-converse", request=missing)
     assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["get_time"]
+
+
+def test_a_whole_responses_response_keeps_reasoning_text_refusal_calls_in_place_usage_and_status():
+    response = {
+        "object": "response",
+        "id": "resp_1",
+        "model": "gpt-x",
+        "status": "incomplete",
+        "usage": {"input_tokens": 9, "output_tokens": 4, "total_tokens": 13},
+        "output": [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan. "}, "odd", {"text": ""}],
+             "content": [{"type": "reasoning_text", "text": "Think."}]},
+            "odd",
+            {"type": "message", "content": [
+                {"type": "output_text", "text": "Hello"}, {"type": "output_text", "text": ""},
+                "odd", {"type": "refusal", "refusal": "No."}, {"type": "refusal", "refusal": ""},
+                {"type": "other", "text": "x"},
+            ]},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "one", "arguments": '{"a":1}'},
+            {"type": "web_search_call", "id": "ws_1"},
+            {"type": "function_call", "id": "fc_2", "name": "two", "arguments": "{}"},
+        ],
+    }  # fmt: skip
+    result = analyze_message(json.dumps(response).encode(), "openai-responses")
+    [choice] = result["choices"]
+    assert (choice["reasoning"], choice["text"], choice["refusal"]) == ("Plan. Think.", "Hello", "No.")
+    assert [(c["id"], c["name"], c["arguments"], c["index"]) for c in choice["tool_calls"]] == [
+        ("call_1", "one", '{"a":1}', 3),
+        ("fc_2", "two", "{}", 5),  # no call_id: the item's id
+    ]
+    assert (result["model"], result["response_id"], result["usage"]) == ("gpt-x", "resp_1", response["usage"])
+    assert choice["finish_reason"] == "incomplete"
+    failed = {"object": "response", "status": "failed", "error": {"code": "server_error"}, "output": []}
+    result = analyze_message(json.dumps(failed).encode(), "openai-responses")
+    assert [w["error"] for w in result["warnings"] if w["code"] == "provider-error"] == [
+        {"code": "server_error"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "format, body",
+    [
+        ("openai-chat", {"error": {"message": "bad key"}}),
+        ("openai-responses", {"error": {"message": "bad key"}}),
+        (
+            "anthropic-messages",
+            {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}},
+        ),
+    ],
+)
+def test_a_whole_error_message_is_a_provider_error_and_no_truncated_stream(format, body):
+    result = analyze_message(json.dumps(body).encode(), format)
+    assert [w["code"] for w in result["warnings"]] == ["provider-error"]
+    assert "bad key" in result["warnings"][0]["message"] and result["complete"] is False
+
+
+def test_a_responses_call_item_without_a_call_id_is_known_by_its_item_id():
+    def event(obj):
+        return b"event: " + obj["type"].encode() + b"\ndata: " + json.dumps(obj).encode() + b"\n\n"
+
+    item = {"type": "function_call", "id": "fc_9", "name": "one", "arguments": ""}
+    body = b"".join(
+        event(e)
+        for e in (
+            {"type": "response.created", "response": {"id": "r", "model": "m"}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {
+                "type": "response.function_call_arguments.delta",
+                "output_index": 0,
+                "item_id": "fc_9",
+                "delta": "{}",
+            },
+            {"type": "response.completed", "response": {"id": "r", "status": "completed"}},
+        )
+    )
+    [call] = analyze(body, "openai-responses")["choices"][0]["tool_calls"]
+    assert (call["id"], call["name"], call["arguments"]) == ("fc_9", "one", "{}")
