@@ -668,3 +668,50 @@ def test_a_responses_call_item_without_a_call_id_is_known_by_its_item_id():
     )
     [call] = analyze(body, "openai-responses")["choices"][0]["tool_calls"]
     assert (call["id"], call["name"], call["arguments"]) == ("fc_9", "one", "{}")
+
+
+# A whole message of each format with everything a message holds, odd entries among them: what each
+# reader keeps (a mutation run found only the one-call message of each tested).
+RICH_MESSAGES = {
+    "anthropic-messages": {
+        "type": "message", "id": "msg_1", "model": "claude-x", "stop_reason": "tool_use",
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+        "content": [
+            {"type": "thinking", "thinking": "Plan."}, {"type": "thinking", "thinking": ""}, "odd",
+            {"type": "text", "text": "Hi"}, {"type": "text", "text": ""},
+            {"type": "tool_use", "id": "c1", "name": "one", "input": {"a": 1}},
+            {"type": "image"},
+            {"type": "tool_use", "id": "c2", "name": "two", "input": {}},
+        ],
+    },
+    "cohere-v2": {
+        "id": "co_1", "finish_reason": "TOOL_CALL", "usage": {"tokens": {"input_tokens": 5}},
+        "message": {
+            "tool_plan": "Plan.",
+            "content": [{"type": "thinking", "text": " More."}, {"type": "text", "text": "Hi"}, "odd", {"text": ""}],
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "one", "arguments": '{"a":1}'}},
+                "odd",
+                {"id": "c2", "type": "function", "function": {"name": "two", "arguments": "{}"}},
+            ],
+        },
+    },
+}  # fmt: skip
+RICH_EXPECTED = {
+    "anthropic-messages": ("Plan.", "Hi", [("c1", "one", {"a": 1}, 5), ("c2", "two", {}, 7)], "tool_use"),
+    "cohere-v2": ("Plan. More.", "Hi", [("c1", "one", {"a": 1}, 0), ("c2", "two", {}, 2)], "TOOL_CALL"),
+}
+
+
+@pytest.mark.parametrize("format", RICH_MESSAGES)
+def test_a_whole_message_keeps_reasoning_text_calls_in_place_usage_and_finish(format):
+    body = RICH_MESSAGES[format]
+    result = analyze_message(json.dumps(body).encode(), format)
+    [choice] = result["choices"]
+    reasoning, text, calls, finish = RICH_EXPECTED[format]
+    assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == (reasoning, text, finish)
+    assert [
+        (c["id"], c["name"], json.loads(c["arguments"]), c["index"]) for c in choice["tool_calls"]
+    ] == calls
+    assert result["usage"] == body["usage"] and result["response_id"] == body["id"]
+    assert result["model"] == body.get("model") and result["warnings"] == []
