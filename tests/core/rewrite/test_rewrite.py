@@ -1167,3 +1167,49 @@ def test_cohere_events_are_known_by_their_event_line_or_their_payload_type(where
     out = b"".join([*rewriter.feed(stream), *rewriter.finish()])
     assert rewriter.report()["calls_reordered"] == 2, where
     assert out != stream
+
+
+@pytest.mark.parametrize("names", [["interleave"], ["serialize"]])
+def test_a_chunk_carrying_the_last_fragment_and_the_finish_is_split_around_the_held_calls(names):
+    # Two choices (n=2): choice 0's second call ends in the chunk that finishes both choices (an empty
+    # content beside its fragment); choice 1 has no call. The calls held must go out before that finish.
+    last = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [
+            {"index": 0, "delta": {"content": "", "tool_calls": [_entry(1, arguments="}")]}, "finish_reason": "tool_calls"},
+            {"index": 1, "delta": {}, "finish_reason": "stop"},
+        ],
+    }  # fmt: skip
+    sequential = _chat_events(
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk({"content": "done"}, index=1),
+        _chunk({"tool_calls": [_entry(0, "call_a", "alpha", '{"a": ')]}),
+        _chunk({"tool_calls": [_entry(0, arguments="1}")]}),
+        _chunk({"tool_calls": [_entry(1, "call_b", "beta", '{"b": ')]}),
+        _chunk({"tool_calls": [_entry(1, arguments="2")]}),
+        last,
+    )
+    body = sequential if names == ["interleave"] else rewritten("openai-chat", sequential, ["interleave"])
+    out, report = rewrite("openai-chat", body, names)
+    result = assert_same_meaning("openai-chat", body, b"".join(out))
+    first, second = result["choices"]
+    assert [(c["id"], c["name"], c["arguments"]) for c in first["tool_calls"]] == [
+        ("call_a", "alpha", '{"a": 1}'),
+        ("call_b", "beta", '{"b": 2}'),
+    ]
+    assert (first["finish_reason"], second["finish_reason"], second["text"]) == (
+        "tool_calls",
+        "stop",
+        "done",
+    )
+    assert report["calls_reordered"] > 0
+    # The finish went out in a chunk of its own, after every fragment.
+    finishes = [
+        n
+        for n, e in enumerate(events_of("openai-chat", b"".join(out)))
+        if b'"tool_calls","index":0' in e or b'"finish_reason":"tool_calls"' in e
+    ]
+    fragments = [n for n, e in enumerate(events_of("openai-chat", b"".join(out))) if b'"arguments"' in e]
+    assert max(fragments) < max(finishes)
