@@ -98,3 +98,74 @@ def test_a_path_that_is_not_a_json_path_is_left_out():
     body = stream({"a": 1}, None).replace(b'"$.a"', b'"a"')
     [call] = analyze(body, "gemini")["choices"][0]["tool_calls"]
     assert json.loads(call["arguments"] or "{}") == {}
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\r\n\r\n"
+
+
+def _candidate(index: int, parts: list, finish: str | None = None) -> dict:
+    out = {"index": index, "content": {"role": "model", "parts": parts}}
+    return {**out, "finishReason": finish} if finish else out
+
+
+def test_candidates_keep_their_own_calls_thoughts_and_ends():
+    body = b"".join(
+        _event(obj)
+        for obj in (
+            {"modelVersion": "g-1", "responseId": "r1", "candidates": [
+                "odd",
+                _candidate(0, [{"text": "Plan", "thought": True}, {"text": ""}, "odd"]),
+                _candidate(1, [{"functionCall": {"name": "b_one", "args": {"x": 1}}}]),
+            ]},
+            {"modelVersion": "g-1", "responseId": "r1", "usageMetadata": {"totalTokenCount": 3}, "candidates": [
+                _candidate(0, [{"functionCall": {"name": "a_one", "willContinue": True}}]),
+                _candidate(1, [{"functionCall": {"name": "b_two", "args": {}}},
+                               {"functionCall": {"name": "b_three", "args": {"z": 1}, "willContinue": True}}]),
+            ]},
+            {"candidates": [_candidate(1, [{"functionCall": {}}])]},  # its args came whole: nothing was open
+            {"candidates": [_candidate(0, [{"functionCall": {"partialArgs": [
+                {"jsonPath": "$.q", "stringValue": "hi"}]}}])]},  # no willContinue: the call is closed
+            {"candidates": [_candidate(0, [{"functionCall": {"partialArgs": [
+                {"jsonPath": "$.q", "stringValue": "late"}]}}])]},  # nothing open: malformed
+            {"usageMetadata": {"totalTokenCount": 9}, "candidates": [
+                _candidate(0, [{"text": "Done."}], "STOP"), _candidate(1, [], "MAX_TOKENS")]},
+        )
+    )  # fmt: skip
+    result = analyze(body, "gemini")
+    first, second = result["choices"]
+    assert (first["reasoning"], first["text"], first["finish_reason"]) == ("Plan", "Done.", "STOP")
+    assert [(c["name"], json.loads(c["arguments"]), c["index"]) for c in first["tool_calls"]] == [
+        ("a_one", {"q": "hi"}, 0)
+    ]
+    assert [(c["name"], json.loads(c["arguments"]), c["index"]) for c in second["tool_calls"]] == [
+        ("b_one", {"x": 1}, 0),
+        ("b_two", {}, 1),
+        ("b_three", {"z": 1}, 2),
+    ]
+    assert second["finish_reason"] == "MAX_TOKENS"
+    assert (result["model"], result["response_id"], result["usage"]) == ("g-1", "r1", {"totalTokenCount": 9})
+    assert [w["code"] for w in result["warnings"]] == ["malformed-event"]
+
+
+def test_a_new_call_closes_one_left_open_and_a_cut_stream_shows_what_had_arrived():
+    body = b"".join(
+        _event(obj)
+        for obj in (
+            {"candidates": [_candidate(0, [{"functionCall": {"name": "one", "willContinue": True}}])]},
+            {"candidates": [_candidate(0, [{"functionCall": {"partialArgs": [
+                {"jsonPath": "$.a", "numberValue": 1}], "willContinue": True}}])]},
+            {"candidates": [_candidate(0, [{"functionCall": {"name": "two", "willContinue": True}}])]},
+            {"candidates": [_candidate(0, [{"functionCall": {"partialArgs": [
+                {"jsonPath": "$.b", "boolValue": True}], "willContinue": True}}])]},
+        )
+    )  # fmt: skip
+    result = analyze(body, "gemini")
+    [choice] = result["choices"]
+    assert [(c["name"], json.loads(c["arguments"])) for c in choice["tool_calls"]] == [
+        ("one", {"a": 1}),
+        ("two", {"b": True}),
+    ]
+    assert result["complete"] is False and "truncated-stream" in [w["code"] for w in result["warnings"]]
+    error = analyze(_event({"error": {"code": 500, "message": "boom"}}), "gemini")
+    assert [w["code"] for w in error["warnings"]][0] == "provider-error"
