@@ -715,3 +715,22 @@ def test_a_whole_message_keeps_reasoning_text_calls_in_place_usage_and_finish(fo
     ] == calls
     assert result["usage"] == body["usage"] and result["response_id"] == body["id"]
     assert result["model"] == body.get("model") and result["warnings"] == []
+
+
+def test_anthropic_message_start_names_the_model_id_and_usage_and_a_restart_says_which_messages():
+    result = analyze(anthropic_stream(SEQUENTIAL_STEPS), "anthropic-messages")
+    assert (result["model"], result["response_id"]) == ("claude-test", "msg_1")
+    assert result["usage"]["input_tokens"] == 5 and result["usage"]["output_tokens"] == 40
+    # Sent twice before any block: the same message; the warning says so and names it.
+    events = anthropic_events(SEQUENTIAL_STEPS)
+    events.insert(1, events[0])
+    restart = warning(
+        analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages"), "message-restart"
+    )
+    assert (restart["event"], restart["first_id"], restart["second_id"]) == (2, "msg_1", "msg_1")
+    assert "sent twice" in restart["message"]
+    # The same id again after a block: a second generation, not a duplicate.
+    events = anthropic_events(SEQUENTIAL_STEPS[:2], end=False) + anthropic_events(SEQUENTIAL_STEPS[2:])
+    result = analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages")
+    restart = warning(result, "message-restart")
+    assert restart["duplicate"] is False and "two generations spliced" in restart["message"]
