@@ -734,3 +734,41 @@ def test_anthropic_message_start_names_the_model_id_and_usage_and_a_restart_says
     result = analyze(named_sse(*[(e["type"], e) for e in events]), "anthropic-messages")
     restart = warning(result, "message-restart")
     assert restart["duplicate"] is False and "two generations spliced" in restart["message"]
+
+
+def _cohere(event_type: str | None, obj: dict) -> bytes:
+    line = f"event: {event_type}\n".encode() if event_type else b""
+    return line + b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def test_a_cohere_stream_keeps_its_id_plan_thinking_text_calls_usage_and_an_error_end():
+    def message(**fields):
+        return {"delta": {"message": fields}}
+
+    call = {"id": "c1", "type": "function", "function": {"name": "one", "arguments": ""}}
+    body = b"".join(
+        [
+            _cohere("message-start", {"type": "message-start", "id": "co_9", **message(role="assistant")}),
+            _cohere("tool-plan-delta", {"type": "tool-plan-delta", **message(tool_plan="Plan.")}),
+            _cohere("tool-plan-delta", {"type": "tool-plan-delta", **message(tool_plan="")}),
+            _cohere("content-delta", {"type": "content-delta", "index": 0, **message(content={"thinking": " Hm."})}),
+            _cohere("content-delta", {"type": "content-delta", "index": 0, **message(content={"text": "Hi"})}),
+            _cohere(None, {"type": "tool-call-start", "index": 1, **message(tool_calls=call)}),  # type alone
+            _cohere("tool-call-delta", {"index": 1, **message(tool_calls={"function": {"arguments": "{}"}})}),
+            b"data: [DONE]\n\n",
+            _cohere(
+                "message-end",
+                {"type": "message-end", "delta": {"finish_reason": "ERROR", "error": {"message": "over"},
+                                                  "usage": {"tokens": {"output_tokens": 2}}}},
+            ),
+        ]
+    )  # fmt: skip
+    result = analyze(body, "cohere-v2")
+    [choice] = result["choices"]
+    assert result["response_id"] == "co_9" and result["usage"] == {"tokens": {"output_tokens": 2}}
+    assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == ("Plan. Hm.", "Hi", "ERROR")
+    assert [(c["id"], c["name"], c["arguments"], c["index"]) for c in choice["tool_calls"]] == [
+        ("c1", "one", "{}", 1)
+    ]
+    (error,) = result["warnings"]  # the [DONE] its SDK tolerates says nothing
+    assert error["code"] == "provider-error" and error["error"] == {"finish_reason": "ERROR", "message": "over"}
