@@ -771,4 +771,40 @@ def test_a_cohere_stream_keeps_its_id_plan_thinking_text_calls_usage_and_an_erro
         ("c1", "one", "{}", 1)
     ]
     (error,) = result["warnings"]  # the [DONE] its SDK tolerates says nothing
-    assert error["code"] == "provider-error" and error["error"] == {"finish_reason": "ERROR", "message": "over"}
+    assert error["code"] == "provider-error" and error["error"] == {
+        "finish_reason": "ERROR",
+        "message": "over",
+    }
+
+
+def test_chat_tools_are_declared_by_tools_custom_tools_and_the_legacy_functions():
+    def called(*names: str) -> bytes:
+        chunks = [
+            {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": n, "id": f"c{n}", "type": "function", "function": {"name": name, "arguments": arguments}}
+            ]}, "finish_reason": None}]}
+            for n, (name, arguments) in enumerate(names)
+        ]  # fmt: skip
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+    request = {
+        "tools": ["odd", {"type": "custom", "custom": {"name": "grep"}},
+                  {"type": "function", "function": {"name": "fetch", "parameters": {"type": "object", "required": ["url"]}}}],
+        "functions": ["odd", {"name": "legacy", "parameters": {"type": "object", "required": ["q"]}}],
+    }  # fmt: skip
+    body = called(("grep", "{}"), ("fetch", '{"url": "u"}'), ("legacy", "{}"), ("other", "{}"))
+    result = analyze(body, "openai-chat", request=request)
+    assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["other"]
+    # The legacy function's schema is checked too: its required "q" is missing.
+    assert [w["name"] for w in result["warnings"] if w["code"] == "schema-mismatch"] == ["legacy"]
+    only_functions = analyze(
+        called(("legacy", '{"q": 1}')), "openai-chat", request={"functions": request["functions"]}
+    )
+    assert only_functions["warnings"] == []
+    tools_not_a_list = analyze(
+        called(("legacy", '{"q": 1}')),
+        "openai-chat",
+        request={"tools": "x", "functions": request["functions"]},
+    )
+    assert tools_not_a_list["warnings"] == []
