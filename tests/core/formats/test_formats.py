@@ -808,3 +808,47 @@ def test_chat_tools_are_declared_by_tools_custom_tools_and_the_legacy_functions(
         request={"tools": "x", "functions": request["functions"]},
     )
     assert tools_not_a_list["warnings"] == []
+
+
+def test_an_ollama_stream_keeps_text_calls_by_their_events_the_model_once_usage_and_errors():
+    def line(obj: dict) -> bytes:
+        return json.dumps(obj).encode() + b"\n"
+
+    call = {"function": {"index": 0, "name": "one", "arguments": {"a": 1}}}
+    body = b"".join(
+        [
+            line(
+                {
+                    "model": "m1",
+                    "message": {"role": "assistant", "thinking": "Hm. ", "content": ""},
+                    "done": False,
+                }
+            ),
+            line({"model": "m1", "message": {"content": "Hi"}, "done": False}),
+            line({"model": "m1", "message": {"tool_calls": ["odd", call]}, "done": False}),
+            line({"model": "m1", "error": "model overloaded", "done": False}),
+            line({"model": "m1", "message": {"content": " there"}, "done": True, "eval_count": 7}),
+        ]
+    )
+    result = analyze(body, "ollama-chat")
+    [choice] = result["choices"]
+    assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == ("Hm. ", "Hi there", "stop")
+    [one] = choice["tool_calls"]
+    assert (one["name"], json.loads(one["arguments"]), one["first_event"], one["last_event"]) == (
+        "one",
+        {"a": 1},
+        3,
+        3,
+    )
+    assert result["model"] == "m1" and result["usage"] == {"eval_count": 7}
+    (error,) = [w for w in result["warnings"] if w["code"] == "provider-error"]
+    assert error["event"] == 4 and "model overloaded" in error["message"]
+    message = analyze_message(
+        line({"model": "m2", "message": {"content": "Yes"}, "done": True, "done_reason": "length"}),
+        "ollama-chat",
+    )
+    assert (message["choices"][0]["text"], message["choices"][0]["finish_reason"], message["model"]) == (
+        "Yes",
+        "length",
+        "m2",
+    )
