@@ -852,3 +852,19 @@ def test_an_ollama_stream_keeps_text_calls_by_their_events_the_model_once_usage_
         "length",
         "m2",
     )
+
+
+def test_a_bedrock_invoke_frame_whose_payload_is_not_base64_is_malformed_and_the_stream_goes_on():
+    from streams import aws_frame
+
+    good = anthropic_events(SEQUENTIAL_STEPS)
+    bad = aws_frame(
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+        json.dumps({"bytes": "not base64 at all!", "p": "x"}).encode(),
+    )
+    body = invoke_frames(*good[:2]) + bad + invoke_frames(*good[2:])
+    result = analyze(body, "bedrock-invoke")
+    assert [c[2] for c in all_calls(result)] == EXPECTED_ARGS
+    (malformed,) = [w for w in result["warnings"] if w["code"] == "malformed-event"]
+    assert malformed["event"] == 3 and "not base64" in malformed["message"]
+    assert malformed["data"].startswith("not base64")
