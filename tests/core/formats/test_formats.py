@@ -868,3 +868,13 @@ def test_a_bedrock_invoke_frame_whose_payload_is_not_base64_is_malformed_and_the
     (malformed,) = [w for w in result["warnings"] if w["code"] == "malformed-event"]
     assert malformed["event"] == 3 and "not base64" in malformed["message"]
     assert malformed["data"].startswith("not base64")
+    # Strict: characters outside the alphabet are not skipped into a payload that happens to decode.
+    import base64
+
+    ping = base64.b64encode(b'{"type": "ping"}').decode()
+    stray = aws_frame(
+        {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+        json.dumps({"bytes": ping[:4] + "!" + ping[4:], "p": "x"}).encode(),
+    )
+    result = analyze(invoke_frames(*good[:2]) + stray + invoke_frames(*good[2:]), "bedrock-invoke")
+    assert [w["code"] for w in result["warnings"]] == ["malformed-event"]
