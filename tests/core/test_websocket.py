@@ -606,6 +606,11 @@ def test_the_upgrade_path_names_the_format(path, expected):
         ({"setup": {"model": "models/x"}}, True, "gemini-live"),
         ({"setupComplete": {}}, False, "gemini-live"),
         ({"hello": "world"}, True, None),
+        # Joined mid-session: a server's response event with an event_id is Realtime's; Responses' has none.
+        ({"type": "response.created", "event_id": "e", "response": {}}, False, "openai-realtime"),
+        ({"type": "response.created", "event_id": "e", "response": {}}, True, None),
+        ({"type": "session.ready", "event_id": "e"}, False, None),
+        ({"type": 7, "event_id": "e"}, False, None),
     ],
 )
 def test_an_unknown_path_is_recognised_from_the_first_messages(first, from_client, expected):
