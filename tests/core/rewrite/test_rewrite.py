@@ -1213,3 +1213,55 @@ def test_a_chunk_carrying_the_last_fragment_and_the_finish_is_split_around_the_h
     ]
     fragments = [n for n, e in enumerate(events_of("openai-chat", b"".join(out))) if b'"arguments"' in e]
     assert max(fragments) < max(finishes)
+
+
+def _responses_by_item_id(with_type: bool = True) -> bytes:
+    """Two calls one after the other; the argument deltas name their item by item_id alone; every event
+    numbered, but for one ping; the type in the event line (and in the payload when ``with_type``)."""
+    events = [("response.created", {"response": {"id": "r", "model": "m"}})]
+    for n, (item_id, name) in enumerate((("fc_a", "alpha"), ("fc_b", "beta"))):
+        item = {
+            "type": "function_call",
+            "id": item_id,
+            "call_id": f"call_{name}",
+            "name": name,
+            "arguments": "",
+        }
+        events.append(("response.output_item.added", {"output_index": n, "item": item}))
+        for piece in ('{"k": ', f'"{name}"', "}"):
+            events.append(("response.function_call_arguments.delta", {"item_id": item_id, "delta": piece}))
+        done = {**item, "arguments": f'{{"k": "{name}"}}'}
+        events.append(("response.output_item.done", {"output_index": n, "item": done}))
+    events.insert(1, ("ping", {}))
+    events.append(("response.completed", {"response": {"id": "r", "status": "completed"}}))
+    out, number = [], 0
+    for kind, payload in events:
+        body = dict(payload)
+        if kind != "ping":
+            number += 1
+            body["sequence_number"] = number
+        if with_type:
+            body = {"type": kind, **body}
+        out.append(b"event: " + kind.encode() + b"\ndata: " + json.dumps(body).encode() + b"\n\n")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("with_type", [True, False], ids=["typed", "event-line-only"])
+def test_responses_deltas_named_by_item_id_alone_are_interleaved_and_renumbered(with_type):
+    body = _responses_by_item_id(with_type)
+    out, report = rewrite("openai-responses", body, ["interleave"])
+    after = b"".join(out)
+    result = assert_same_meaning("openai-responses", body, after)
+    assert [(c["id"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == [
+        ("call_alpha", '{"k": "alpha"}'),
+        ("call_beta", '{"k": "beta"}'),
+    ]
+    assert report["calls_reordered"] == 2
+    deltas = [
+        payload(e).get("item_id") for e in events_of("openai-responses", after) if b"arguments.delta" in e
+    ]
+    assert deltas[:2] == ["fc_a", "fc_b"]  # round robin: the item ids routed them
+    numbers = [
+        payload(e)["sequence_number"] for e in events_of("openai-responses", after) if b"sequence_number" in e
+    ]
+    assert numbers == list(range(1, len(numbers) + 1)) and report["edits"]["sequence_number"] > 0
