@@ -13,7 +13,6 @@ of starting can still be missed: ``--capture NAME`` (by name, from the first ins
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 
@@ -92,8 +91,7 @@ class LocalTree:
     def done(self) -> None:
         if self.task is not None:
             self.task.cancel()
-            with contextlib.suppress(Exception):
-                self.task = None
+            self.task = None
 
 
 addons = [LocalTree()]

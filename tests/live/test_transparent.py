@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doc_commands import SH_BLOCK
 from lab import BIN, ROOT, Process
 from mitmproxy import io as mio
 
@@ -69,13 +70,16 @@ PROBLEM = _problem()
 def recipe() -> list[list[str]]:
     """docs/proxy.md's transparent-mode commands, as a user pastes them, `sudo` aside (the test is root)."""
     text = (ROOT / "docs" / "proxy.md").read_text()
-    section = text[text.index("## Transparent mode") :]
-    block = section[section.index("```sh\n") + 6 : section.index("```", section.index("```sh\n") + 6)]
+    block = SH_BLOCK.search(text, text.index("## Transparent mode")).group(1)
     out = []
     for line in block.splitlines():
-        for part in " ".join(shlex.split(line)).split(" && ") if line.strip() else ():
-            words = shlex.split(part)
-            out.append(words[1:] if words[0] == "sudo" else words)
+        command: list[str] = []
+        for word in [*shlex.split(line), "&&"]:  # `a && b` is two commands
+            if word != "&&":
+                command.append(word)
+            elif command:
+                out.append(command[1:] if command[0] == "sudo" else command)
+                command = []
     return out
 
 

@@ -27,8 +27,8 @@ class Gemini(Render):
             return {"text": text, "thought": True}
         if block.kind == "text":
             return {"text": text}
-        call = {"id": block.id, "name": block.name, "args": block.whole} if block.id else {}
-        part: dict[str, Any] = {"functionCall": call or {"name": block.name, "args": block.whole}}
+        call = {"name": block.name, "args": block.whole}
+        part: dict[str, Any] = {"functionCall": {"id": block.id, **call} if block.id else call}
         if block.number == 0:  # only the first call of a step carries the signature
             part["thoughtSignature"] = SIGNATURE
         return part
