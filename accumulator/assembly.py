@@ -180,7 +180,7 @@ class Assembly:
         dormant = self.dormant
         index = op.index
         index_taken = bool(dormant) and index in state.by_index
-        if op.id is None and not op.whole and (call := state.by_index.get(index)):
+        if op.id is None and not op.whole and index is not None and (call := state.by_index.get(index)):
             created = False  # a continuation naming its call by index alone: _route's first answer
         else:
             call, created = self._route(state, op)

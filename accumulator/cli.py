@@ -23,6 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import cast
 from urllib.parse import urlsplit
 
 import orjson
@@ -33,7 +34,7 @@ from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import Limits
 from .report import format_report, results_of
-from .result import add_warnings
+from .result import Result, add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .websocket import Connection
@@ -280,7 +281,7 @@ def _run_connection(job: ConnectionJob, limits: Limits) -> list[tuple[str, dict]
     trimmed = job.trimmed if job.recorded is not None else 0
     if trimmed:
         results = [copy.deepcopy(r) for r in results_of(job.recorded)]
-        whence = (
+        whence: str | None = (
             f"recorded live by the addon, as it is: {trimmed} message(s) were trimmed from the stored flow, "
             "too few are left to re-analyse"
         )
@@ -326,8 +327,9 @@ def _run_connection(job: ConnectionJob, limits: Limits) -> list[tuple[str, dict]
         source = {**job.source, "position": position}
         number = result["websocket"]["first_message"] - trimmed
         stamp = stored[number - 1][3] if 0 < number <= len(stored) else None
-        if "flow_id" in job.source:
-            source["time"] = _iso(stamp if stamp is not None else job.started)
+        when = stamp if stamp is not None else job.started
+        if "flow_id" in job.source and when is not None:  # a dump's flow always has its request time
+            source["time"] = _iso(when)
         if whence is not None:
             source["timing"] = whence
         title = job.title + (f" at {_clock(stamp)}" if stamp is not None else "")
@@ -346,17 +348,20 @@ def _place_connection_warnings(results: list[dict], warnings: list[dict]) -> Non
         add_warnings(target, [warning])
 
 
-def _timing_from_the_flow(result: dict, job: Job, source: dict) -> None:
+def _timing_from_the_flow(result: Result, job: Job, source: dict) -> None:
     """A dump's stream: the analysis is re-computed from the stored body, which has no clock; the timing
     the addon measured live is kept (with each call's times, and its stall notes), or else what the flow's
     own timestamps tell. ``source`` says which."""
     recorded = job.recorded
     timing = recorded.get("timing") if recorded else None
-    if type(timing) is dict and timing.get("clock"):
+    if recorded is not None and type(timing) is dict and timing.get("clock"):
         result["timing"] = timing
         _call_times(result, recorded)
-        add_warnings(result, [w for w in recorded.get("warnings", ()) if w.get("code") == "stalled"])
+        stalls = [w for w in recorded.get("warnings", ()) if w.get("code") == "stalled"]
+        add_warnings(result, stalls)
         source["timing"] = "recorded live by the addon; the rest re-computed from the stored body"
+        return
+    if job.stamps is None:  # never: called only for a job with stamps
         return
     sent, first, last = job.stamps
     if sent is None or first is None:
@@ -377,7 +382,7 @@ def _timing_from_the_flow(result: dict, job: Job, source: dict) -> None:
     source["timing"] = "the flow's timestamps (the addon did not record this flow); the rest re-computed"
 
 
-def _call_times(result: dict, recorded: dict) -> None:
+def _call_times(result: Result, recorded: dict) -> None:
     """Each call's first and last arrival, as the addon saw them, where it rebuilt the same calls."""
     for choice, live in zip(result["choices"], recorded.get("choices") or (), strict=False):
         calls, live_calls = choice["tool_calls"], live.get("tool_calls") or ()
@@ -446,7 +451,7 @@ def _capture_job(path: str, data: bytes, format: str | None) -> ConnectionJob:
         obj, _ = parse_json(line)
         header, first = first and type(obj) is dict and "websocket" in obj and "from_client" not in obj, False
         if header:
-            url = obj["websocket"]
+            url = cast(dict, obj)["websocket"]  # a header is a dict
             if type(url) is str:
                 parts = urlsplit(url)
                 job.path = parts.path + (f"?{parts.query}" if parts.query else "")
@@ -502,7 +507,8 @@ def _not_a_response(path: str, data: bytes) -> str:
     if type(obj) is dict and any(key in obj for key in _REQUEST_KEYS):
         return f"{path} is not an LLM response (it looks like a request body: pass it with --request)"
     if obj is not MALFORMED:
-        kind = {dict: "a JSON object", list: "a JSON array"}.get(type(obj), "a JSON value")
+        kinds: dict[type, str] = {dict: "a JSON object", list: "a JSON array"}
+        kind = kinds.get(type(obj), "a JSON value")
         looks = f"{kind} of no format it reads"
     elif b"\x00" in data[:4096]:
         looks = "binary data"
@@ -514,14 +520,14 @@ def _not_a_response(path: str, data: bytes) -> str:
     )
 
 
-def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job]:
+def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | ConnectionJob]:
     # Only here does the CLI need mitmproxy: to read its dump format (with its version migrations).
     import io
 
     from mitmproxy import exceptions, http
     from mitmproxy import io as mitmproxy_io
 
-    jobs = []
+    jobs: list[Job | ConnectionJob] = []
     # A dump cut off mid-write (mitmdump killed) still holds every flow before the cut: read those.
     flows = []
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import brotli
 
@@ -19,7 +21,7 @@ else:
 
 _STEP = 64 * 1024  # the most output asked of a decompressor at once, and the largest input slice it gets
 _MAX_CODINGS = 4  # each stage may hold a window of up to 16 MiB (brotli): a long chain is refused
-_ZSTD_OPTIONS = {zstd.DecompressionParameter.window_log_max: 23}  # RFC 9659: 8 MiB at most over HTTP
+_ZSTD_OPTIONS = {int(zstd.DecompressionParameter.window_log_max): 23}  # RFC 9659: 8 MiB at most over HTTP
 
 
 class _Stage:
@@ -66,7 +68,7 @@ class _Zlib(_Stage):
         super().__init__()
         self.name = "gzip" if gzip else "deflate"
         self._gzip = gzip
-        self._d = None
+        self._d: Any = None  # a zlib decompressor, once the first bytes tell which
         self._head = b""  # deflate: the first byte, until the second tells zlib-wrapped from raw
         self._tail = b""  # input zlib left unconsumed because the output limit was reached
         self._more = False  # the last output filled the limit: zlib may hold more without new input
@@ -190,8 +192,8 @@ class _Zstd(_Stage):
         return self._in_frame
 
 
-_CODINGS = {
-    "identity": None,
+# Each coding's stage ("identity" is none: ``_codings`` leaves it out).
+_CODINGS: dict[str, Callable[[], _Stage]] = {
     "gzip": lambda: _Zlib(gzip=True),
     "x-gzip": lambda: _Zlib(gzip=True),
     "deflate": lambda: _Zlib(gzip=False),

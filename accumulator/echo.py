@@ -203,7 +203,8 @@ class ObservedCalls:
         turns: dict[int, list[EchoedCall]] = {}
         for call in echoed:
             turns.setdefault(call.turn, []).append(call)
-        agreeing, flows, missing, used = 0, [], [], set()
+        agreeing, flows, missing = 0, [], []
+        used: set[str] = set()
         for turn in sorted(turns, reverse=True):  # the newest turn first: it answers the newest response
             calls = turns[turn]
             found = self._anonymous_response(calls, format, used)
@@ -227,20 +228,20 @@ class ObservedCalls:
                     position += 1
                     continue
                 pieces = _segment(call.name or "", names)
-                glued = pieces is not None and len(pieces) > 1
+                glued = pieces if pieces is not None and len(pieces) > 1 else None  # the names it joins
                 warnings.add(
                     "client-misassembled",
                     f"call {position} of flow {flow_id} (matched by position and name, the stream named no "
                     f"ids): the client echoed it as {call.name!r}"
-                    + (f", a concatenation of {' + '.join(pieces)}" if glued else ""),
+                    + (f", a concatenation of {' + '.join(glued)}" if glued else ""),
                     id=call.id,
                     position=position,
                     earlier_flow=flow_id,
                     observed={"name": twin.name, "arguments": twin.arguments} if twin else None,
                     echoed={"name": call.name, "arguments": call.arguments},
-                    **({"name_concatenation": pieces} if glued else {}),
+                    **({"name_concatenation": glued} if glued else {}),
                 )
-                position += len(pieces) if glued else 1
+                position += len(glued) if glued else 1
             # None of the echoes stands for the calls after the last one matched.
             missing += _dropped(flow_id, observed, range(position, len(observed)), len(calls), warnings)
         return agreeing, flows, missing
@@ -415,8 +416,9 @@ def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
     best[0] = []
     for end in range(1, len(text) + 1):
         for start in range(end):
-            if best[start] is not None and text[start:end] in words:
-                best[end] = best[start] + [text[start:end]]
+            before = best[start]
+            if before is not None and text[start:end] in words:
+                best[end] = before + [text[start:end]]
                 break
     found = best[len(text)]
     return found if found is not None and len(found) >= min_parts else None

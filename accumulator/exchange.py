@@ -5,10 +5,12 @@ ours; and the result of a whole one, read the same way wherever it comes from.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from . import formats
 from .limits import DEFAULT_LIMITS, Limits
 from .request import decoded
+from .result import Result
 
 STREAM = "stream"
 MESSAGE = "message"
@@ -80,11 +82,11 @@ def classify(
 
 
 def _asked_to_stream(request) -> bool:
-    if (
-        isinstance(request, (bytes, str))
-        and (b'"stream"' if isinstance(request, bytes) else '"stream"') not in request
-    ):
-        return False  # the common case, without decoding the body
+    if isinstance(request, bytes):
+        if b'"stream"' not in request:
+            return False  # the common case, without decoding the body
+    elif isinstance(request, str) and '"stream"' not in request:
+        return False
     body = decoded(request)
     return body is not None and body.get("stream") is True
 
@@ -109,22 +111,23 @@ def analyze_exchange(
     content_type: str = "",
     limits: Limits = DEFAULT_LIMITS,
     chunk: int = 64 * 1024,
-) -> dict | None:
+) -> Result | None:
     """The result of a whole exchange (a stream's body as sent, still encoded; a message's decoded). None:
     a stream of unknown format that turned out to be no LLM stream we read."""
     from .stream import StreamAccumulator, analyze_http_error, analyze_message
 
     if exchange.kind == HTTP_ERROR:
+        # An HTTP error or a message is always on a known path, or recognised: its format is never None.
         return analyze_http_error(
             body,
-            exchange.format,
+            cast(str, exchange.format),
             status=status or 0,
             reason=reason,
             content_type=content_type,
             streamed=exchange.stream_asked,
         )
     if exchange.kind == MESSAGE:
-        return analyze_message(body, exchange.format, request=request)
+        return analyze_message(body, cast(str, exchange.format), request=request)
     accumulator = StreamAccumulator(exchange.format, request=request, encoding=encoding, limits=limits)
     for start in range(0, len(body), chunk):
         accumulator.feed(body[start : start + chunk])

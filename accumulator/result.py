@@ -124,7 +124,7 @@ def _result(
     }
 
 
-def add_warnings(result: dict, warnings: list[dict]) -> None:
+def add_warnings(result: Result | dict, warnings: list[dict]) -> None:
     """Add warnings found after the result was built (a request's echoes) to it, through a warning log:
     the per-code cap holds, and what it keeps out is counted in ``stats.warnings_suppressed``."""
     if not warnings:
@@ -158,10 +158,10 @@ def build_result(
         _request_checks(out_choices, request, warnings)
     replayed = assembly.awake_strategies()
     agreeing = _agreeing(out_choices) if len(replayed) < len(assembly.strategies) else None
-    compatibility = {
-        strategy.name: _verdict(strategy, out_choices, warnings, empty_arguments)
-        if strategy.name in replayed
-        else agreeing
+    compatibility: dict[str, Verdict] = {
+        strategy.name: agreeing
+        if agreeing is not None and strategy.name not in replayed
+        else _verdict(strategy, out_choices, warnings, empty_arguments)
         for strategy in assembly.strategies
     }
     for name in not_applicable:
@@ -197,7 +197,7 @@ def build_result(
     )
 
 
-def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: int = 0) -> dict:
+def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: int = 0) -> Result:
     """The result of a stream whose analysis failed inside toolcall-lens: says so, claims nothing else."""
     warnings = WarningLog()
     warnings.add("internal-error", f"analysis stopped: {message}", error=message)
@@ -211,7 +211,7 @@ def _relative(moment: float | None, origin: float | None) -> float | None:
 def _choice_result(
     state: ChoiceState, warnings: WarningLog, empty: str, first_event_at: float | None
 ) -> ChoiceResult:
-    calls = []
+    calls: list[CallResult] = []
     for call in state.calls:
         arguments = call.arguments or empty
         if arguments and not call.truncated:  # cut arguments are not JSON: arguments-cap said why
@@ -252,7 +252,7 @@ def _choice_result(
 
 
 def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warnings: WarningLog) -> None:
-    validators: dict[str, object] = {}
+    validators: dict[str, Any] = {}  # tool name -> its schema's validator, False for a schema unjudgeable
     for out in out_choices:
         calls = out["tool_calls"]
         for position, call in enumerate(calls):
@@ -272,10 +272,8 @@ def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warn
                         name=call["name"],
                         declared=sorted(request.tools),
                     )
-                elif request.tools[call["name"]] is not None:
-                    _check_schema(
-                        call, label, out["index"], request.tools[call["name"]], validators, warnings
-                    )
+                elif (schema := request.tools[call["name"]]) is not None:
+                    _check_schema(call, label, out["index"], schema, validators, warnings)
         if request.parallel is False and len(calls) > 1:
             warnings.add(
                 "parallel-disabled",
@@ -304,7 +302,7 @@ def _check_schema(
         arguments = orjson.loads(call["arguments"] or "{}")
     except orjson.JSONDecodeError:
         return  # already an invalid-arguments warning
-    validator = validators.get(call["name"])
+    validator: Any = validators.get(call["name"])
     if validator is None:
         from jsonschema import exceptions  # only when schemas exist
         from jsonschema import validators as jsonschema_validators

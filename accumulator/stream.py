@@ -11,11 +11,11 @@ from . import formats
 from .assembly import Assembly, error_text
 from .decoding import ContentDecoder, supported
 from .formats import DEFAULT_FORMAT, SNIFF_BYTES, sniff_format
-from .formats.base import snippet
-from .framing import FRAMERS, MALFORMED, OVERSIZED, parse_json
+from .formats.base import JsonDialect, WireFormat, snippet
+from .framing import FRAMERS, MALFORMED, OVERSIZED, Framer, parse_json
 from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits, checked_strategies
 from .request import request_facts
-from .result import build_result
+from .result import Result, build_result
 from .strategies import STRATEGIES
 from .timing import StreamTiming
 from .warnings import WarningLog
@@ -31,6 +31,8 @@ __all__ = [
 
 class _WholeEvents:
     """The framer of a format whose events come whole (WebSocket messages): bytes frame into nothing."""
+
+    max_event_bytes = 0
 
     def feed(self, _chunk: bytes) -> list:
         return []
@@ -69,7 +71,7 @@ class StreamAccumulator:
         max_argument_chars: int | None = None,
         stall_seconds: float | None = None,
     ) -> None:
-        self._wire = formats.get(format) if format is not None else None
+        self._wire: WireFormat | None = formats.get(format) if format is not None else None
         # The caps and strategies come in one Limits; a keyword given here changes just that one. Read one
         # by one rather than through a new Limits: a stream's set-up is paid per flow.
         if strategies is None:
@@ -83,15 +85,15 @@ class StreamAccumulator:
         self._request = request
         self._content: ContentDecoder | None = None
         self._stopped = False  # analysis given up (undecodable body); bytes are still counted
-        self._framer = None
-        self._dialect = None
+        self._framer: Framer | None = None
+        self._dialect: JsonDialect | None = None
         self._assembly: Assembly | None = None
         self._head: list[bytes] = []  # decoded bytes held until format and framing are known
         self._head_len = 0
         self._next_sniff = 16
         self._events = 0
         self._bytes = 0
-        self._result: dict | None = None
+        self._result: Result | None = None
         self._timing = StreamTiming(started_at)
         self._now: float | None = None  # arrival time of the bytes being fed, when the caller has a clock
         self._stall_seconds = limits.stall_seconds if stall_seconds is None else stall_seconds
@@ -196,17 +198,19 @@ class StreamAccumulator:
                 limit=self._max_decoded_bytes,
             )
             return
+        assembly, dialect = self._assembly, self._dialect
+        assert assembly is not None and dialect is not None, "a format whose events come whole was given"
         number = self._events = self._events + 1
         if now is not None:
             self._now = now
             self._timing.on_bytes(now)
             self._timing.on_events(now, number)
-            self._assembly.now = now
-        apply = self._assembly.apply
-        for op in self._dialect.obj_ops(obj, None, number):
+            assembly.now = now
+        apply = assembly.apply
+        for op in dialect.obj_ops(obj, None, number):
             apply(op)
 
-    def finish(self, now: float | None = None) -> dict | None:
+    def finish(self, now: float | None = None) -> Result | None:
         """End of input (at ``now``, if known): the result (None for a stream of unknown format that
         turned out to be none we read). Calling it again returns the same result."""
         if self._result is not None:
@@ -222,7 +226,8 @@ class StreamAccumulator:
             return None
         if self._framer is None:  # nothing was ever framed (an empty or undecodable body)
             self._start(b"")
-        framer = self._framer
+        framer, dialect, assembly = self._framer, self._dialect, self._assembly
+        assert framer is not None and dialect is not None and assembly is not None  # set by _start
         self._consume(framer.close())
         if getattr(framer, "unterminated", False):
             self.warnings.add(
@@ -238,9 +243,9 @@ class StreamAccumulator:
                 event=self._events + 1,
                 data="",
             )
-        for op in self._dialect.finish(self._events):
-            self._assembly.apply(op)
-        timing = self._timing.facts(self._events, self._assembly.first_token, now)
+        for op in dialect.finish(self._events):
+            assembly.apply(op)
+        timing = self._timing.facts(self._events, assembly.first_token, now)
         if self._stall_seconds is not None and (timing["longest_gap"] or 0) > self._stall_seconds:
             self.warnings.add(
                 "stalled",
@@ -253,13 +258,13 @@ class StreamAccumulator:
         self._result = build_result(
             format=self.format,
             streamed=True,
-            assembly=self._assembly,
+            assembly=assembly,
             warnings=self.warnings,
             request=request_facts(self._request, self.format) if self._request is not None else None,
             events=self._events,
             nbytes=self._bytes,
-            empty_arguments=self._dialect.empty_arguments,
-            not_applicable=() if self._dialect.fragments else tuple(self._strategies),
+            empty_arguments=dialect.empty_arguments,
+            not_applicable=() if dialect.fragments else tuple(self._strategies),
             timing=timing,
             first_event_at=self._timing.first_event,
         )
@@ -274,6 +279,8 @@ class StreamAccumulator:
 
     def _check_content(self) -> None:
         content = self._content
+        if content is None:
+            return
         if content.error is not None:
             self._stop(
                 "decoding-failed", f"the compressed body is corrupt: {content.error}", error=content.error
@@ -319,25 +326,30 @@ class StreamAccumulator:
 
     def _start(self, head: bytes) -> None:
         wire = self._wire
+        assert wire is not None  # known by now: given, or sniffed
         dialect_class = wire.dialect
         # A format that only travels over WebSockets has no framing: its events come whole (feed_object).
-        self._framer = FRAMERS[wire.framing_for(head)](self._max_event_bytes) if wire.framings else _WHOLE
+        framer = self._framer = (
+            FRAMERS[wire.framing_for(head)](self._max_event_bytes) if wire.framings else _WHOLE
+        )
         self._dialect = dialect_class(self.warnings)
         caps = (self._max_calls, self._max_argument_chars)
         strategies = [STRATEGIES[name](*caps) for name in self._strategies] if dialect_class.fragments else []
         self._assembly = Assembly(self.warnings, strategies, *caps)
         if head:
-            self._consume(self._framer.feed(head))
+            self._consume(framer.feed(head))
 
     def _consume(self, events: list) -> None:
         if not events:
             return
-        parse = self._dialect.ops
-        apply = self._assembly.apply
+        dialect, assembly = self._dialect, self._assembly
+        assert dialect is not None and assembly is not None  # events come only once _start ran
+        parse = dialect.ops
+        apply = assembly.apply
         number = self._events
         if self._now is not None:
             self._timing.on_events(self._now, number + 1)
-            self._assembly.now = self._now
+            assembly.now = self._now
         for event in events:
             if event is OVERSIZED:
                 limit = self._max_event_bytes
@@ -354,14 +366,14 @@ class StreamAccumulator:
         self._events = number
 
 
-def analyze(body: bytes, format: str | None = DEFAULT_FORMAT, **options) -> dict | None:
+def analyze(body: bytes, format: str | None = DEFAULT_FORMAT, **options) -> Result | None:
     """The result for a whole captured stream body."""
     accumulator = StreamAccumulator(format, **options)
     accumulator.feed(body)
     return accumulator.finish()
 
 
-def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) -> dict:
+def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) -> Result:
     """The result for a non-streamed (JSON) response of the same API: calls and text, no hazards."""
     dialect_class = formats.get(format).dialect
     warnings = WarningLog()
@@ -383,7 +395,7 @@ def analyze_message(body: bytes, format: str = DEFAULT_FORMAT, *, request=None) 
 
 def analyze_http_error(
     body: bytes, format: str, *, status: int, reason: str = "", content_type: str = "", streamed: bool = False
-) -> dict:
+) -> Result:
     """The result for an error status (400 and up) on an LLM path, streamed request or not: no calls, an
     ``http-error`` naming the status, and the provider's error object when the body is JSON. ``streamed``:
     a stream was asked for (the result says so, though none came)."""

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from bisect import insort
 from collections import deque
+from typing import cast
 
 from . import formats
-from .formats.base import snippet
+from .formats.base import WebSocketSupport, snippet
 from .framing import MALFORMED, parse_json
 from .limits import DEFAULT_LIMITS, Limits
 from .result import add_warnings
@@ -88,7 +89,12 @@ class Connection:
         self.path = path
         self.limits = limits
         self.warnings = WarningLog()  # what belongs to no response
-        self.session = formats.get(format).websocket.session(self) if format is not None else None
+        # ``format`` is one spoken over WebSockets (``formats.websocket_format``, or the caller's word).
+        self.session = (
+            cast(WebSocketSupport, formats.get(format).websocket).session(self)
+            if format is not None
+            else None
+        )
         self.open: list[Response] = []  # responses running, in order of start
         self.pending: deque[Response] = deque()  # finished, awaiting the client's evidence
         self.results: list[dict] = []  # every finished response's result, in order of position
@@ -145,7 +151,8 @@ class Connection:
                 if self.number >= SNIFF_MESSAGES:
                     self._given_up = True
                 return []
-            self.session = formats.get(self.format).websocket.session(self)
+            # A format sniffed from a message is always one spoken over WebSockets.
+            self.session = cast(WebSocketSupport, formats.get(self.format).websocket).session(self)
         if from_client:
             self.session.client(obj, self.number)
         else:
@@ -235,7 +242,8 @@ class Connection:
         if response not in self.open:
             return
         self.open.remove(response)
-        result = response.stream.finish(self.now)
+        # Never None: the connection's format is known once a response starts (its session starts them).
+        result = cast(dict, response.stream.finish(self.now))
         if status is not None:
             response.status = status
             result["complete"] = False

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import cast
 
 import orjson
 
@@ -230,14 +231,14 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
         proxy = Mitmproxy(tool, addon, paths, options, confdir, local_pid)
         try:
             proxy.start(stopping)
-            if options.mode == "transparent":
+            if options.mode == "transparent" and agent_process is not None:  # started above, held
                 # The agent's cgroup, and every TCP connection it (or a child) opens sent to the proxy.
                 redirect = Redirect(agent_process.pid, proxy.port)
             bundle = ca_bundle(confdir, paths.bundle)
             env = agent_env(os.environ, proxy.port if options.mode == "regular" else None, bundle)
             if agent_process is None:
                 agent_process = _start_agent(agent, env)
-            else:
+            elif release is not None:  # always: started held, with the pipe that releases it
                 with os.fdopen(release, "wb") as pipe:
                     release = None
                     pipe.write(orjson.dumps(env))
@@ -359,14 +360,18 @@ class Mitmproxy:
             if self.popen.poll() is not None or stopping.signum or time.monotonic() > deadline:
                 break
         if not self._ready.is_set():
-            self.popen.poll() is None or time.sleep(0.2)  # the pump reads the last lines
+            if self.popen.poll() is not None:
+                time.sleep(0.2)  # the pump reads the last lines
             why = self._why_not_started(stopping)
             self.stop()
             raise RunError(why)
 
     def _pump(self, log) -> None:
         with log:
-            for line in self.popen.stdout:
+            popen = self.popen
+            if popen is None or popen.stdout is None:  # never: it starts once mitmproxy runs, piped
+                return
+            for line in popen.stdout:
                 log.write(line)
                 log.flush()
                 line = line.rstrip("\n")
@@ -386,16 +391,17 @@ class Mitmproxy:
             self._ready.set()
 
     def _why_not_started(self, stopping: _Signals) -> str:
+        popen = cast("subprocess.Popen[str]", self.popen)  # asked once mitmproxy was started
         text = "\n".join(self._lines)
         name = Path(self.argv[0]).name if self.argv[0] != "unshare" else "mitmdump"
         if stopping.signum:
             return "interrupted while the proxy started"
         if "Address already in use" in text or "address already in use" in text:
             return f"port {self._port_option()} on 127.0.0.1 is already taken (--port)"
-        if self.popen.poll() is None:
+        if popen.poll() is None:
             return f"{name} did not start listening within {STARTUP:.0f} s (its log: {self.paths.log})"
         lines = [line for line in self._lines if line.strip() and not line.startswith(" ")]
-        last = lines[-1] if lines else f"exit status {self.popen.returncode}"
+        last = lines[-1] if lines else f"exit status {popen.returncode}"
         return f"{name} stopped at start-up: {last} (its log: {self.paths.log})"
 
     def _port_option(self) -> str:
@@ -671,7 +677,7 @@ def _free_port() -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    records = []
+    records: list[dict] = []
     try:
         data = path.read_bytes()
     except FileNotFoundError:

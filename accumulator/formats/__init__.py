@@ -49,7 +49,9 @@ WEBSOCKET_FORMATS: dict[str, WireFormat] = {
     name: wire for name, wire in _ALL.items() if wire.websocket is not None
 }
 DEFAULT_FORMAT = _MODULES[0].FORMAT.name  # what a body is read as when no format is named
-_SNIFF_WEBSOCKET = sorted(WEBSOCKET_FORMATS.values(), key=lambda wire: wire.over_http)
+# (name, how it travels) of each WebSocket format; for sniffing, the WebSocket-only ones first.
+_WEBSOCKETS = [(name, ws) for name, wire in WEBSOCKET_FORMATS.items() if (ws := wire.websocket) is not None]
+_SNIFF_WEBSOCKET = sorted(_WEBSOCKETS, key=lambda pair: WEBSOCKET_FORMATS[pair[0]].over_http)
 
 SNIFF_BYTES = 64 * 1024  # how much of a body is held, at most, to recognise its format
 _SNIFF_EVENTS = 8
@@ -107,15 +109,15 @@ def sniff_format(head: bytes) -> str | None:
 def websocket_format(path: str) -> str | None:
     """The format a WebSocket connection speaks, from its upgrade request's path, or None."""
     bare = path.split("?", 1)[0].rstrip("/")
-    for wire in WEBSOCKET_FORMATS.values():
-        if any(pattern.search(bare) for pattern in wire.websocket.compiled_paths):
-            return wire.name
+    for name, ws in _WEBSOCKETS:
+        if any(pattern.search(bare) for pattern in ws.compiled_paths):
+            return name
     return None
 
 
 def sniff_websocket(from_client: bool, obj: dict) -> str | None:
     """The format of a WebSocket connection from one of its first messages (a JSON object), or None."""
-    return next((wire.name for wire in _SNIFF_WEBSOCKET if wire.websocket.sniff(from_client, obj)), None)
+    return next((name for name, ws in _SNIFF_WEBSOCKET if ws.sniff(from_client, obj)), None)
 
 
 def sniff_message(body: bytes) -> str | None:

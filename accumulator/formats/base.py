@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..framing import MALFORMED, parse_json
 from ..ops import ProviderError
@@ -103,7 +104,7 @@ class WireFormat:
     """
 
     name: str
-    dialect: type
+    dialect: type[JsonDialect]
     framings: tuple[str, ...]
     paths: tuple[tuple[str, bool], ...] = ()
     sniff: Callable = _never
@@ -160,10 +161,10 @@ class JsonDialect:
 
     # What a call with no argument text amounts to: "" where arguments are a string the client gets
     # as is (Chat, Responses, Cohere); "{}" where they are an object (Anthropic input, Bedrock, Gemini).
-    empty_arguments = ""
+    empty_arguments: ClassVar[str] = ""
     # Whether calls stream in fragments a client must route (else every call arrives whole and the
     # hazard strategies have nothing to get wrong).
-    fragments = True
+    fragments: ClassVar[bool] = True
 
     def __init__(self, warnings: WarningLog) -> None:
         self._warn = warnings

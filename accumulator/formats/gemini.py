@@ -14,6 +14,7 @@ forces it); echoes are ``functionCall`` / ``functionResponse`` parts of ``conten
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..warnings import WarningLog
@@ -140,7 +141,7 @@ def _set_path(root: dict, value: dict) -> None:
         if field in value:
             new = value[field]
             break
-    node = root
+    node: Any = root  # an object or an array, by the key that led to it
     for key, after in zip(keys, keys[1:] + [None], strict=True):
         if after is None:
             break

@@ -21,7 +21,17 @@ from ..framing import SseEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, FINAL, FRAGMENT, PASS
 from ..warnings import WarningLog
-from .base import JsonDialect, RewriteSupport, WireFormat, as_list, declare, message_list, named, snippet
+from .base import (
+    JsonDialect,
+    RewriteSupport,
+    WireFormat,
+    as_dict,
+    as_list,
+    declare,
+    message_list,
+    named,
+    snippet,
+)
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 _loads = orjson.loads
@@ -206,7 +216,7 @@ def _name(entry: dict) -> str | None:
 
 def tool_entries(obj) -> list[tuple[int, dict]]:
     """(choice index, entry) of every tool-call entry in a chunk, in order."""
-    out = []
+    out: list[tuple[int, dict]] = []
     if type(obj) is not dict:
         return out
     choices = obj.get("choices")
@@ -391,7 +401,7 @@ class ChatEdits:
                 first_name = name is not None and not call.name
                 if name:
                     call.name = _grown(call.name, name)
-                if first_name and self._split:
+                if name and first_name and self._split:  # name: a name is there (first_name says so)
                     head = self._split_name(entry, name)
                     if head is not None:
                         heads.append((choice, head))
@@ -413,19 +423,19 @@ class ChatEdits:
         if not changed:
             return [unit]
         objs = []
-        keep = {}
+        keep: dict[int, bytes] = {}
         for i, (data, obj) in enumerate(unit.parts):
-            heads = changed.get(i)
-            if heads:
+            part_heads = changed.get(i)
+            if part_heads:
                 by_choice: dict[int, list] = {}
-                for choice, head in heads:
+                for choice, head in part_heads:
                     by_choice.setdefault(choice, []).append(head)
                 choices = [
                     {"index": c, "delta": {"tool_calls": entries}, "finish_reason": None}
                     for c, entries in by_choice.items()
                 ]
                 objs.append(_head_chunk(obj, choices))
-            elif heads is None:
+            elif part_heads is None:
                 keep[id(obj)] = data
             objs.append(obj)
         return [unit.derive(objs, keep)]
@@ -572,7 +582,7 @@ def request_echoes(request: dict, add_call, add_result) -> None:
     for turn, message in enumerate(message_list(request, "messages"), 1):
         for entry in as_list(message.get("tool_calls")):
             if type(entry) is dict:
-                function = entry.get("function") if type(entry.get("function")) is dict else {}
+                function = as_dict(entry.get("function"))
                 add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
         if type(message.get("tool_call_id")) is str:
             add_result(message["tool_call_id"])

@@ -45,8 +45,8 @@ class ResponsesDialect(JsonDialect):
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
         self._index_of_item: dict[str, int] = {}  # item_id -> output_index, from output_item.added
-        self._streamed: dict[int, list[int]] = {}  # output_index -> [length, crc32] of its deltas
-        self._names: dict[int, str | None] = {}  # output_index -> name, for the mismatch warning
+        self._streamed: dict[int | None, list[int]] = {}  # output_index -> [length, crc32] of its deltas
+        self._names: dict[int | None, str | None] = {}  # output_index -> name, for the mismatch warning
 
     def ops(self, event, number: int) -> list:
         if event.data == b"[DONE]":  # some clones add one; the terminal event is the end marker

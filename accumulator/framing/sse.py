@@ -104,7 +104,7 @@ class SseDecoder:
             # The two lines nearly every event is made of (a data line, then a blank line) are handled
             # here without a call; the rest of the rules live in _line.
             line_fn = self._line
-            data = self._data
+            held = self._data
             cap = self.max_event_bytes
             for line in lines:
                 if line is None:
@@ -112,17 +112,17 @@ class SseDecoder:
                 if not line:
                     if self._discarding:
                         self._discarding = False
-                    elif data:
-                        payload = data[0] if len(data) == 1 else b"\n".join(data)
+                    elif held:
+                        payload = held[0] if len(held) == 1 else b"\n".join(held)
                         out.append(
                             _new_event(FramedEvent, (self._type, payload, self._last_id, "event", None))
                         )
-                    data.clear()
+                    held.clear()
                     self._data_len = 0
                     self._type = None
                 elif line[:6] == b"data: " and not self._discarding:
                     value = line[6:]
-                    data.append(value)
+                    held.append(value)
                     self._data_len += len(value) + 1
                     if self._data_len > cap:
                         self._drop_event(out)

@@ -6,6 +6,7 @@ serialised again (``sse_event``); every other event leaves with the bytes it cam
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import orjson
 
@@ -47,13 +48,18 @@ class Unit:
 
     def rewrite(self, i: int, obj: dict) -> None:
         """Part ``i`` now carries ``obj``: serialise it again (SSE only; the other parts keep their bytes)."""
-        self.parts[i] = [sse_event(self.template, orjson.dumps(obj)), obj]
+        # An SSE unit's template is never None.
+        self.parts[i] = [sse_event(cast(bytes, self.template), orjson.dumps(obj)), obj]
 
     def derive(self, objs: list, keep: dict | None = None) -> Unit:
         """A unit of the same origin made of these payloads, in this order; ``keep`` maps id(obj) to the
         bytes of a payload that did not change."""
         keep = keep or {}
-        parts = [[keep.get(id(obj)) or sse_event(self.template, orjson.dumps(obj)), obj] for obj in objs]
+        # SSE only, like ``rewrite``: an SSE unit's template is never None.
+        parts = [
+            [keep.get(id(obj)) or sse_event(cast(bytes, self.template), orjson.dumps(obj)), obj]
+            for obj in objs
+        ]
         return Unit(self.origin, self.template, self.name, parts)
 
     @property

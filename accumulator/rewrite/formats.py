@@ -66,16 +66,18 @@ def supported(format: str) -> frozenset[str]:
 def build_stages(format: str, applied: set[str], counts: dict) -> list:
     """The stages in order: injections (reorder, then edits), repairs (edits, then reorder), fix-ups."""
     support = formats.FORMATS[format].rewrite
+    # ``applied`` holds only names ``skip_reason`` lets through: the factory each needs is set.
+    keys, make_edits, reindex = support.keys, support.edits, support.reindex
     stages: list = []
-    if "interleave" in applied:
-        stages.append(Interleaver(support.keys("interleave"), support.split_final))
+    if "interleave" in applied and keys is not None:
+        stages.append(Interleaver(keys("interleave"), support.split_final))
     edits = [name in applied for name in _EDITS]
-    if any(edits):
-        stages.append(support.edits(*edits, counts))
-    if "reindex" in applied:
-        stages.append(support.reindex(counts))
-    if "serialize" in applied:
-        stages.append(Serializer(support.keys("serialize"), support.split_final))
+    if any(edits) and make_edits is not None:
+        stages.append(make_edits(*edits, counts))
+    if "reindex" in applied and reindex is not None:
+        stages.append(reindex(counts))
+    if "serialize" in applied and keys is not None:
+        stages.append(Serializer(keys("serialize"), support.split_final))
     if support.fixups is not None and stages:
         stages.append(support.fixups(counts))
     return stages

@@ -9,6 +9,8 @@ no boundary to cut. A new rewriter starts with each response, so held events nev
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import formats
 from ..framing.sse import SseDecoder
 from .rewriter import StreamRewriter
@@ -59,8 +61,9 @@ class MessageRewriter:
 
     def start_response(self) -> list[bytes]:
         out = self._close()
-        if self.applies:
-            options = {} if self._max_calls is None else {"max_calls": self._max_calls}
+        # It applies only where the format has an HTTP twin (``_as``): names are skipped otherwise.
+        if self.applies and self._as is not None:
+            options: dict[str, Any] = {} if self._max_calls is None else {"max_calls": self._max_calls}
             self._rewriter = StreamRewriter(self._as, inject=self._inject, repair=self._repair, **options)
             self.responses += 1
         return out

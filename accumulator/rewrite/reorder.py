@@ -202,7 +202,7 @@ class Serializer(Reorderer):
 
     def _advance(self) -> list:
         """The live call ended: the held calls that follow go out, up to the first one still open."""
-        out = []
+        out: list = []
         order = self._order
         while True:
             self._live += 1

@@ -16,7 +16,7 @@ from ..assembly import DEFAULT_MAX_CALLS
 from ..boundaries import cut, hostile_cuts
 from ..decoding import ContentDecoder, ContentEncoder
 from ..decoding import supported as encoding_supported
-from ..framing import FRAMERS, EventStreamDecoder, SseDecoder
+from ..framing import FRAMERS, EventStreamDecoder, Framer, SseDecoder
 from ..framing.sse import DEFAULT_MAX_EVENT_BYTES
 from .events import Unit
 from .formats import INJECTIONS, REPAIRS, build_stages, framing, skip_reason
@@ -93,6 +93,7 @@ class StreamRewriter:
         self._stages = build_stages(format, applied, self._counts)
         self._reorderers = [stage for stage in self._stages if isinstance(stage, Reorderer)]
         self._edits = [stage for stage in self._stages if hasattr(stage, "names_split")]
+        self._splitter: SseDecoder | EventStreamDecoder | None
         if self._framing == "sse":
             self._splitter = SseDecoder(max_event_bytes, keep_raw=True)
         elif self._framing == "eventstream":
@@ -101,7 +102,7 @@ class StreamRewriter:
             self._splitter = None
         # Where calls arrive whole the body passes unsplit; the analysis's own framing still counts its
         # events, so the report says how many went through.
-        self._counter = None
+        self._counter: Framer | None = None
         self._ledger: dict[int, bytes] = {}  # origin -> original bytes, for every event read and not yet sent
         self._origins = 0
         self._out: list[bytes] = []
@@ -285,6 +286,8 @@ class StreamRewriter:
             units += self._step(self._unit(number, event))
         self._commit(units)
         splitter = self._splitter
+        if splitter is None:  # never: only a splitter's events come here
+            return
         if splitter.broken:
             self._stop(f"{splitter.broken}: the rest passes as it is")
         elif splitter.pending > self.max_event_bytes:
@@ -401,7 +404,7 @@ class StreamRewriter:
         if self._stopped is None:
             self._stopped = {"reason": reason, "after_events": self._events_out}
 
-    def _stop(self, reason: str, units: list = ()) -> None:
+    def _stop(self, reason: str, units: list | tuple = ()) -> None:
         """Stop rewriting, in good order: what is held leaves as the end of the stream would release it,
         then the events not processed yet and the bytes not framed yet, unchanged; the rest passes as is."""
         self._stop_note(reason)
