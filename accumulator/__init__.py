@@ -16,7 +16,7 @@
 No I/O, no mitmproxy, no global state: bytes in, a result out, the same however the bytes are cut.
 """
 
-from . import formats
+from . import formats, stream
 from .exchange import Exchange, analyze_exchange, classify, detect_format
 from .formats import sniff_format, websocket_format
 from .limits import DEFAULT_LIMITS, Limits
@@ -27,9 +27,13 @@ from .warnings import CATALOGUE
 from .websocket import Connection, connection_result
 
 FORMATS = tuple(formats.FORMATS)
+# Whether the compiled core runs (setup.py builds it with mypyc where it can): a compiled module is an
+# extension module, not a source file. The results are the same either way.
+COMPILED = not (stream.__file__ or "").endswith(".py")
 
 __all__ = [
     "CATALOGUE",
+    "COMPILED",
     "CONNECTION_SCHEMA",
     "DEFAULT_LIMITS",
     "DEFAULT_STRATEGIES",

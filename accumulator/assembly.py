@@ -152,9 +152,10 @@ class Assembly:
         elif kind is Finish:
             self._choice(op.choice).finish_reason = op.reason
         elif kind is Meta:
-            if op.model:
+            # Only a non-empty string is a model or an id (a number there is the provider's mistake).
+            if op.model and type(op.model) is str:
                 self.model = op.model
-            if op.response_id:
+            if op.response_id and type(op.response_id) is str:
                 self.response_id = op.response_id
         elif kind is Usage:
             self.usage = op.usage

@@ -21,9 +21,9 @@ class ToolCallDelta:
 
     event: int  # 1-based number of the stream event that carried it
     choice: int  # choice (completion) the call belongs to; 0 for single-choice formats
-    id: str | None
+    id: Any  # as the wire sent it: a string, a placeholder, None, or any other JSON value (real_id reads it)
     index: int | None
-    name: str | None
+    name: Any  # as the wire sent it: routing takes only a non-empty string as a name
     arguments: Any  # a string fragment, a whole JSON value (object), or None
     # A complete call in one piece (Ollama lines, Gemini parts): always a call of its own, whatever
     # its index says, since the format has no continuation deltas to route.
@@ -48,8 +48,8 @@ class Finish:
 @dataclass(slots=True)
 class Meta:
     event: int
-    model: str | None
-    response_id: str | None
+    model: Any  # as the wire sent it (a string, else ignored)
+    response_id: Any
 
 
 @dataclass(slots=True)

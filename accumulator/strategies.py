@@ -10,6 +10,10 @@ warning ``code`` it raises, a one-line ``rule``, the kind of client that follows
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from mypy_extensions import mypyc_attr
+
 from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, fragment_text
 from .ops import PLACEHOLDER_IDS, ToolCallDelta
 
@@ -58,14 +62,16 @@ class Table:
         return call
 
 
+# A strategy may be defined outside the compiled core (a test's, a user's): it subclasses this.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Strategy:
     """Base: divergence bookkeeping and the final calls; subclasses decide ``route`` and, to be spared
     replaying, ``agrees``."""
 
-    name = ""
-    code = ""  # a code of the one catalogue (warnings.py), raised where its calls differ
-    rule = ""  # one line: what the strategy does
-    clients = ""  # one line: the kind of client that follows it
+    name: ClassVar[str] = ""
+    code: ClassVar[str] = ""  # a code of the one catalogue (warnings.py), raised where its calls differ
+    rule: ClassVar[str] = ""  # one line: what the strategy does
+    clients: ClassVar[str] = ""  # one line: the kind of client that follows it
 
     def __init__(
         self, max_calls: int = DEFAULT_MAX_CALLS, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
@@ -170,11 +176,14 @@ def _starts_cleanly(op: ToolCallDelta, index_taken: bool) -> bool:
     )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RecencyStrategy(Strategy):
-    name = "recency"
-    code = "recency-misroute"
-    rule = "a delta with a function name starts a call, any other fragment goes to the latest call"
-    clients = "gateways and hand-written accumulators (for example Bifrost before its fix)"
+    name: ClassVar[str] = "recency"
+    code: ClassVar[str] = "recency-misroute"
+    rule: ClassVar[str] = (
+        "a delta with a function name starts a call, any other fragment goes to the latest call"
+    )
+    clients: ClassVar[str] = "gateways and hand-written accumulators (for example Bifrost before its fix)"
 
     @staticmethod
     def agrees(op, call, created, index_taken, state):
@@ -196,6 +205,7 @@ class RecencyStrategy(Strategy):
         return call, created
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class IndexKeyedStrategy(Strategy):
     """Base of the strategies that look calls up by index: they share one rule for when they agree."""
 
@@ -215,11 +225,16 @@ class IndexKeyedStrategy(Strategy):
         )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class IndexOnlyStrategy(IndexKeyedStrategy):
-    name = "index-only"
-    code = "index-only-misroute"
-    rule = "calls keyed by index alone (a missing index counts as 0), later fragments merged in"
-    clients = "SDK and framework mergers that key by index (for example `index ?? 0` in several SDKs)"
+    name: ClassVar[str] = "index-only"
+    code: ClassVar[str] = "index-only-misroute"
+    rule: ClassVar[str] = (
+        "calls keyed by index alone (a missing index counts as 0), later fragments merged in"
+    )
+    clients: ClassVar[str] = (
+        "SDK and framework mergers that key by index (for example `index ?? 0` in several SDKs)"
+    )
 
     def route(self, op, table):
         key = 0 if op.index is None else op.index
@@ -236,11 +251,16 @@ class IndexOnlyStrategy(IndexKeyedStrategy):
         return call, created
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class IdThenIndexStrategy(IndexKeyedStrategy):
-    name = "id-then-index"
-    code = "id-then-index-misroute"
-    rule = "match by id, then by index, else a new call if a name is present, else drop the fragment"
-    clients = "gateways fixed to route by identity, but index-first for new ids (for example Bifrost today)"
+    name: ClassVar[str] = "id-then-index"
+    code: ClassVar[str] = "id-then-index-misroute"
+    rule: ClassVar[str] = (
+        "match by id, then by index, else a new call if a name is present, else drop the fragment"
+    )
+    clients: ClassVar[str] = (
+        "gateways fixed to route by identity, but index-first for new ids (for example Bifrost today)"
+    )
 
     def route(self, op, table):
         call_id = op.id if type(op.id) is str and op.id else None  # a wire id of another type names nothing
@@ -262,11 +282,16 @@ class IdThenIndexStrategy(IndexKeyedStrategy):
         return call, created
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FieldConcatStrategy(IndexKeyedStrategy):
-    name = "field-concat"
-    code = "field-concat-misroute"
-    rule = "merged by index, every string field concatenated: ids and names as well as arguments"
-    clients = "generic delta mergers (for example openai-python's accumulate_delta, LangChain's merge_dicts)"
+    name: ClassVar[str] = "field-concat"
+    code: ClassVar[str] = "field-concat-misroute"
+    rule: ClassVar[str] = (
+        "merged by index, every string field concatenated: ids and names as well as arguments"
+    )
+    clients: ClassVar[str] = (
+        "generic delta mergers (for example openai-python's accumulate_delta, LangChain's merge_dicts)"
+    )
 
     def route(self, op, table):
         key = 0 if op.index is None else op.index
@@ -284,11 +309,16 @@ class FieldConcatStrategy(IndexKeyedStrategy):
         return call, created
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LastWinsStrategy(IndexKeyedStrategy):
-    name = "last-wins"
-    code = "last-wins-misroute"
-    rule = "keyed by index, the latest non-null id and name overwrite the call's (empty strings included)"
-    clients = "mergers that assign instead of appending (for example Bifrost's current chat code)"
+    name: ClassVar[str] = "last-wins"
+    code: ClassVar[str] = "last-wins-misroute"
+    rule: ClassVar[str] = (
+        "keyed by index, the latest non-null id and name overwrite the call's (empty strings included)"
+    )
+    clients: ClassVar[str] = (
+        "mergers that assign instead of appending (for example Bifrost's current chat code)"
+    )
 
     def route(self, op, table):
         key = 0 if op.index is None else op.index

@@ -22,11 +22,27 @@ for path in (TESTS, TESTS.parent / "scripts"):
 LIVE = TESTS / "live"
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1")
 
+# TOOLCALL_LENS_PURE=1: the pure-Python core runs, here and in every process a test starts, even where the
+# compiled one is built (scripts/pure/sources_first.py).
+if os.environ.get("TOOLCALL_LENS_PURE"):
+    sys.path.insert(0, str(TESTS.parent / "scripts" / "pure"))
+    import sources_first
+
+    sources_first.install()
+
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "needs(available, reason): a part of the environment the test needs; skipped without it, failed in CI",
+    )
+
+
+def pytest_report_header(config):
+    import accumulator
+
+    return (
+        f"toolcall-lens core: {'compiled (mypyc)' if accumulator.COMPILED else 'pure Python (the sources)'}"
     )
 
 

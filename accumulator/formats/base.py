@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from ..framing import MALFORMED, parse_json
 from ..ops import ProviderError
 from ..warnings import WarningLog
@@ -156,6 +158,8 @@ def framings_allowed(head: bytes) -> tuple[str, ...]:
     return ("sse",)
 
 
+# A format module may be outside the compiled core (a new format, a test's): its dialect subclasses these.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class JsonDialect:
     """Base of the dialects: one per format, turning its events into normalized operations."""
 
@@ -202,6 +206,7 @@ class JsonDialect:
         )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class EventStreamDialect(JsonDialect):
     """A dialect of the AWS binary event stream: frame kinds (exceptions, bad frames) are read here, an
     event frame's JSON payload by ``frame_ops``."""

@@ -13,6 +13,7 @@ the assembly's own identity routing.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import orjson
 
@@ -40,8 +41,8 @@ _loads = orjson.loads
 class ChatCompletionsDialect(JsonDialect):
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
-        self._model: str | None = None
-        self._response_id: str | None = None
+        self._model: Any = None  # the last model and id named, as the wire sent them
+        self._response_id: Any = None
 
     def ops(self, event: SseEvent, number: int) -> list:
         """The operations of one stream event (a ``chat.completion.chunk``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 
-from accumulator import DEFAULT_STRATEGIES
+from accumulator import COMPILED, DEFAULT_STRATEGIES
 
 from .contenders import addon_runner, core_runner, langchain_runners, openai_runner, run_floor
 from .measure import Measure, time_runs, traced_peak
@@ -14,6 +14,8 @@ from .memory import bench_memory
 from .report import FINDINGS, duration, heading, kib, rate, table
 from .scaling import bench_calls_scaling
 from .streams import Stream, expected_calls, make_stream, stream_sizes
+
+CORE = "compiled (mypyc)" if COMPILED else "pure Python (its sources)"
 
 
 def bench_core(args) -> None:
@@ -39,7 +41,7 @@ def bench_core(args) -> None:
         when the upstream writes one event per write. Core strategies: {", ".join(DEFAULT_STRATEGIES)}.
         The addon's stream callable: addon.StreamWatch around an accumulator set up as the addon sets it
         up (request body, a clock reading per chunk, stall threshold, the body kept), without mitmproxy.
-        Peers: {openai_version}; LangChain: {langchain_version}.""")
+        Core: {CORE}. Peers: {openai_version}; LangChain: {langchain_version}.""")
     )
     if watch_run is None:
         print(f"The addon's stream callable: {watch_note}.")

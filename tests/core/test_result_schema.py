@@ -133,3 +133,28 @@ def test_warnings_added_to_a_finished_result_go_through_the_log_and_its_cap():
     assert len(result["warnings"]) == before + MAX_PER_CODE
     assert result["stats"]["warnings_suppressed"] == 5
     check_result(result)
+
+
+@pytest.mark.parametrize("format", ["openai-chat", "openai-responses", "anthropic-messages"])
+def test_a_model_or_response_id_that_is_not_a_string_is_left_out(format):
+    # A provider's mistake (a number, an object) never reaches the result's string fields: the schema holds.
+    if format == "openai-chat":
+        body = sse(chunk(choice(0, "stop", content="hi"), id=1.5, model={"name": "m"}))
+    elif format == "openai-responses":
+        response = {"id": 7, "model": ["m"], "status": "completed", "output": []}
+        body = sse(
+            {"type": "response.created", "response": response},
+            {"type": "response.completed", "response": response},
+            done=False,
+        )
+    else:
+        message = {"id": 7, "model": 1.5, "role": "assistant", "content": []}
+        body = sse(
+            {"type": "message_start", "message": message},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+            {"type": "message_stop"},
+            done=False,
+        )
+    result = analyze(body, format)
+    check_result(result)
+    assert (result["model"], result["response_id"]) == (None, None)

@@ -8,6 +8,7 @@ import logging
 import re
 
 import pytest
+from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy import io as mio
 from mitmproxy.addons import errorcheck
@@ -685,10 +686,11 @@ def test_a_follow_up_that_drops_a_call_is_flagged_and_a_correct_one_says_it_was_
 
 def test_a_check_that_fails_still_leaves_its_trace_and_the_request_untouched(lens, monkeypatch):
     # Fault injection: no request body is known to break the check; if one did, this is what it would see.
-    def broken(body, format=None):
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(lens.observed, "examine", broken)
+    monkeypatch.setattr(
+        lens,
+        "observed",
+        Failing(lens.observed, "examine", RecursionError("maximum recursion depth exceeded")),
+    )
     flow = llm_flow(request=chat_turn(PRODUCTION_CALLS, ["call_abc", "call_xyz"]))
     sent = flow.request.content
     lens.request(flow)

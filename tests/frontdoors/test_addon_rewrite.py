@@ -8,6 +8,7 @@ import gzip
 
 import fake_provider
 import pytest
+from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow
 
@@ -219,11 +220,7 @@ def test_a_failing_upstream_analysis_does_not_stop_the_rewriting():
         flow = stream_flow()
         lens.responseheaders(flow)
         watch = flow.response.stream
-
-        def broken(data, now=None):
-            raise RuntimeError("boom")
-
-        watch.upstream.feed = broken
+        watch.upstream = Failing(watch.upstream, "feed", RuntimeError("boom"))
         out = [piece for start in range(0, len(body), 50) for piece in watch(body[start : start + 50])]
         out += watch(b"")
         lens.response(flow)

@@ -8,6 +8,7 @@ import gc
 import json
 
 import pytest
+from faults import Failing
 from mitmproxy import websocket
 from mitmproxy.test import taddons, tflow
 from schemas import check_connection
@@ -92,7 +93,7 @@ def test_messages_are_never_changed_even_when_the_analysis_fails(lens, monkeypat
     flow = ws_flow()
     lens.websocket_start(flow)
     watch = lens.sockets[flow.id]
-    monkeypatch.setattr(watch.connection, "message", lambda *a: 1 / 0)
+    monkeypatch.setattr(watch, "connection", Failing(watch.connection, "message", ZeroDivisionError("1 / 0")))
     message = send(lens, flow, False, b'{"type":"response.created"}')
     assert message.content == b'{"type":"response.created"}' and not message.dropped
     lens.websocket_end(flow)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from faults import Failing
 from mitmproxy import websocket
 from wsproto.frame_protocol import Opcode
 
@@ -145,11 +146,8 @@ def test_a_connection_of_unknown_format_is_fed_as_it_comes_until_it_is_known():
 def test_a_failure_in_a_batch_is_recorded_and_reported_and_the_rest_is_not_fed():
     loop = Loop()
     watch = loop.watch()
-
-    def broken(*args):
-        raise MemoryError("no room")
-
-    watch.connection.message = broken  # fault injection: nothing known makes the core raise
+    # Fault injection: nothing known makes the core raise.
+    watch.connection = Failing(watch.connection, "message", MemoryError("no room"))
     for message in messages(1):
         watch.message(message)
     loop.run_later()

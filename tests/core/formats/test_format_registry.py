@@ -10,7 +10,7 @@ import pytest
 from streams import ROOT
 
 from accumulator import FORMATS, analyze, analyze_message, classify, formats
-from accumulator.formats.base import FRAMINGS, WireFormat
+from accumulator.formats.base import FRAMINGS, JsonDialect, WireFormat
 from accumulator.rewrite import supported
 
 CORE = ROOT / "accumulator"
@@ -70,14 +70,11 @@ def _a_path(wire: WireFormat) -> str:
     return pattern.replace("(^|/)", "/").replace("[^/]+", "m").replace("$", "").replace("\\", "")
 
 
-class _EchoDialect:
+class _EchoDialect(JsonDialect):
     """A made-up wire format, for this test alone: one JSON object per line, ``{"call": name, "args": {}}``."""
 
     empty_arguments = "{}"
     fragments = False
-
-    def __init__(self, warnings) -> None:
-        self.warnings = warnings
 
     def ops(self, event, number):
         import orjson

@@ -1,0 +1,61 @@
+"""The core, compiled with mypyc where this machine can (docs/performance.md): pyproject.toml holds the
+project's metadata; this file only adds the compiled modules.
+
+The same Python sources are compiled to C extension modules that sit beside them and take precedence on
+import. Where they cannot be built (no C compiler, no Python headers, mypy missing) the install goes on
+without them, saying why, and the pure-Python core runs: the same results, slower. TOOLCALL_LENS_PURE=1
+at install time skips the build; at run time it makes the tests import the sources (tests/pure.py).
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+# Every module of the core but the package files, the CLI and its report (once per run, not per event)
+# and the rewriter (opt-in, its own benchmark). Paths relative to the project, as mypyc wants them.
+NOT_COMPILED = {"cli.py", "report.py", "__init__.py"}
+COMPILED = sorted(
+    str(path.relative_to(ROOT))
+    for path in (ROOT / "accumulator").rglob("*.py")
+    if path.name not in NOT_COMPILED and "rewrite" not in path.parts
+)
+
+
+class OptionalBuildExt(build_ext):
+    """Builds the compiled core, or nothing: a build that fails half-way leaves no module behind (a
+    module whose shared library is missing would fail to import)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001  (a compiler or headers missing: never a failed install)
+            self._remove_built()
+            print(f"toolcall-lens: the core stays pure Python (its compiled build failed: {exc})")
+
+    def _remove_built(self) -> None:
+        for ext in self.extensions:
+            for path in (self.get_ext_fullpath(ext.name), ROOT / self.get_ext_filename(ext.name)):
+                Path(path).unlink(missing_ok=True)
+        shutil.rmtree(self.build_temp, ignore_errors=True)
+
+
+def extensions() -> list:
+    if os.environ.get("TOOLCALL_LENS_PURE"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("toolcall-lens: mypy is missing from the build: the core stays pure Python")
+        return []
+    try:
+        return mypycify(COMPILED, opt_level="3", debug_level="0")
+    except BaseException as exc:  # noqa: BLE001  (mypy refused the sources: never a failed install)
+        print(f"toolcall-lens: the core stays pure Python (mypyc refused it: {exc})")
+        return []
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
