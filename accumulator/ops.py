@@ -14,8 +14,11 @@ from typing import Any
 # "null" (mistralai SDK default, Mistral-hosted GLM); docs/formats.md lists the quirks.
 PLACEHOLDER_IDS = frozenset(("", "null"))
 
+# Each operation's __init__ is written out (dataclass(init=False)): compiled (setup.py), an object is then
+# built natively; the __init__ a dataclass generates would run as interpreted Python, one per delta.
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class ToolCallDelta:
     """A fragment of one tool call, as it names its call."""
 
@@ -27,48 +30,93 @@ class ToolCallDelta:
     arguments: Any  # a string fragment, a whole JSON value (object), or None
     # A complete call in one piece (Ollama lines, Gemini parts): always a call of its own, whatever
     # its index says, since the format has no continuation deltas to route.
-    whole: bool = False
+    whole: bool
+
+    def __init__(
+        self,
+        event: int,
+        choice: int,
+        id: Any,
+        index: int | None,
+        name: Any,
+        arguments: Any,
+        whole: bool = False,
+    ) -> None:
+        self.event = event
+        self.choice = choice
+        self.id = id
+        self.index = index
+        self.name = name
+        self.arguments = arguments
+        self.whole = whole
 
 
-@dataclass(slots=True)
+@dataclass(init=False, slots=True)
 class TextDelta:
     event: int
     choice: int
     kind: str  # "text", "reasoning" or "refusal"
     text: str
 
+    def __init__(self, event: int, choice: int, kind: str, text: str) -> None:
+        self.event = event
+        self.choice = choice
+        self.kind = kind
+        self.text = text
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class Finish:
     event: int
     choice: int
     reason: str
 
+    def __init__(self, event: int, choice: int, reason: str) -> None:
+        self.event = event
+        self.choice = choice
+        self.reason = reason
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class Meta:
     event: int
     model: Any  # as the wire sent it (a string, else ignored)
     response_id: Any
 
+    def __init__(self, event: int, model: Any, response_id: Any) -> None:
+        self.event = event
+        self.model = model
+        self.response_id = response_id
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class Usage:
     event: int
     usage: dict  # the provider's usage object, last one wins
 
+    def __init__(self, event: int, usage: dict) -> None:
+        self.event = event
+        self.usage = usage
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class ProviderError:
     event: int
     error: Any
 
+    def __init__(self, event: int, error: Any) -> None:
+        self.event = event
+        self.error = error
 
-@dataclass(slots=True)
+
+@dataclass(init=False, slots=True)
 class StreamEnd:
     """The format's own end-of-stream marker (Chat Completions: ``data: [DONE]``)."""
 
     event: int
+
+    def __init__(self, event: int) -> None:
+        self.event = event
 
 
 def real_id(value: Any) -> str | None:

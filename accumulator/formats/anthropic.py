@@ -14,6 +14,8 @@ leave in order of first appearance. The run is consecutive tool blocks; pings pa
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import ContentBlockKeys
 from ..warnings import WarningLog
@@ -39,7 +41,7 @@ class AnthropicDialect(JsonDialect):
 
     def __init__(self, warnings: WarningLog) -> None:
         super().__init__(warnings)
-        self._message_id: str | None = None
+        self._message_id: Any = None  # the message id as the wire sent it
         self._started = False
         self._blocks_seen = False  # anything after message_start: tells a duplicate from a splice
         self._usage: dict = {}

@@ -8,6 +8,8 @@ Requests and their echoes have Chat Completions' shape.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from . import openai_chat
 from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list
@@ -28,7 +30,7 @@ class OllamaChatDialect(JsonDialect):
 
     def __init__(self, warnings) -> None:
         super().__init__(warnings)
-        self._model: str | None = None
+        self._model: Any = None  # the model as the wire sent it
 
     def ops(self, event, number: int) -> list:
         obj = self._load(event.data, number)
