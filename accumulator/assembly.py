@@ -8,7 +8,7 @@ with where identity routing put it, so they can say where they first went astray
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +23,9 @@ from .ops import (
     real_id,
 )
 from .warnings import WarningLog
+
+if TYPE_CHECKING:  # strategies.py imports this module
+    from .strategies import Strategy
 
 _ORPHAN_TEXT_CAP = 64 * 1024
 # Resource caps of one stream (the addon's toolcall_lens_max_calls and toolcall_lens_argument_cap).
@@ -114,7 +117,7 @@ class Assembly:
     def __init__(
         self,
         warnings: WarningLog,
-        strategies: list,
+        strategies: list[Strategy],
         max_calls: int = DEFAULT_MAX_CALLS,
         max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
@@ -132,13 +135,14 @@ class Assembly:
         self.errors: list = []
         self.ended = False  # the format's own end marker was seen
         self.now: float | None = None  # arrival time of the events being applied, when a clock is given
-        # The strategies asleep, grouped by their rule (``Strategy.agrees``) so that a rule several
-        # strategies share is asked once per delta; and the strategies awake (see _tool_delta).
-        self.sleeping: dict = {}  # rule -> the strategies asleep that follow it
+        # The strategies asleep, grouped by their rule (their class's ``Strategy.agrees``) so that a rule
+        # several strategies share is asked once per delta; and the strategies awake (see _tool_delta).
+        self.sleeping: dict[Any, list[Strategy]] = {}  # rule -> the strategies asleep that follow it
         for strategy in strategies:
-            self.sleeping.setdefault(strategy.agrees, []).append(strategy)
-        self.dormant: tuple = tuple(self.sleeping)  # their rules, asked on every tool-call delta
-        self.awake: list = []
+            self.sleeping.setdefault(type(strategy).agrees, []).append(strategy)
+        # One strategy of each rule, asked on every tool-call delta (a method call, compiled natively).
+        self.dormant: tuple[Strategy, ...] = tuple(group[0] for group in self.sleeping.values())
+        self.awake: list[Strategy] = []
         self.first_token: tuple[int, float | None] | None = None  # (event, time) of the first text or call
 
     def apply(self, op) -> None:
@@ -190,9 +194,9 @@ class Assembly:
             # routing does (then its calls are identity's: nothing to simulate). At the first delta it
             # might route elsewhere it wakes, takes a copy of identity's calls as they were before this
             # delta, and from then on replays every delta itself.
-            for agrees in dormant:
-                if not agrees(op, call, created, index_taken, state):
-                    self._wake(agrees, call if created else None)
+            for asked in dormant:
+                if not asked.agrees(op, call, created, index_taken, state):
+                    self._wake(asked, call if created else None)
         if self.first_token is None:
             self.first_token = (op.event, self.now)
         if call is None:
@@ -245,10 +249,10 @@ class Assembly:
             )
         return text[: call.room]
 
-    def _wake(self, agrees, just_created: ToolCall | None) -> None:
+    def _wake(self, asked: Strategy, just_created: ToolCall | None) -> None:
         # A new tuple, not an edit: _tool_delta is still iterating over the old one.
-        self.dormant = tuple(rule for rule in self.dormant if rule is not agrees)
-        for strategy in self.sleeping.pop(agrees):
+        self.dormant = tuple(strategy for strategy in self.dormant if strategy is not asked)
+        for strategy in self.sleeping.pop(type(asked).agrees):
             strategy.seed(self.choices, just_created)
             self.awake.append(strategy)
 

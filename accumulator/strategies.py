@@ -88,16 +88,15 @@ class Strategy:
         """Apply the delta to this strategy's table; return (the call it went to or None, created)."""
         raise NotImplementedError
 
-    @staticmethod
-    def agrees(op: ToolCallDelta, call, created: bool, index_taken: bool, state) -> bool:
+    def agrees(self, op: ToolCallDelta, call, created: bool, index_taken: bool, state) -> bool:
         """Whether this strategy surely routes ``op`` as identity routing did: into ``call`` (None: into
         no call), a new one if ``created``, in ``state``, the choice's table after the delta;
         ``index_taken``: a call held the delta's index before it. While every answer is yes the
         strategy sleeps (its calls are identity's); at the first no it is replayed from there on.
 
         A false no costs a replay, a false yes a false "ok": this default never agrees, so a strategy
-        that does not say is always replayed. A static method, so that the assembly asks a rule that
-        several strategies share once per delta."""
+        that does not say is always replayed. The assembly asks a rule that several strategies share
+        (the same ``agrees`` of their class) once per delta, of one of them."""
         return False
 
     def seed(self, choices: dict, exclude) -> None:
@@ -185,8 +184,7 @@ class RecencyStrategy(Strategy):
     )
     clients: ClassVar[str] = "gateways and hand-written accumulators (for example Bifrost before its fix)"
 
-    @staticmethod
-    def agrees(op, call, created, index_taken, state):
+    def agrees(self, op: ToolCallDelta, call, created: bool, index_taken: bool, state) -> bool:
         """A clean start, or a fragment without a name for the latest call."""
         if call is None or op.whole:
             return False
@@ -209,8 +207,7 @@ class RecencyStrategy(Strategy):
 class IndexKeyedStrategy(Strategy):
     """Base of the strategies that look calls up by index: they share one rule for when they agree."""
 
-    @staticmethod
-    def agrees(op, call, created, index_taken, state):
+    def agrees(self, op: ToolCallDelta, call, created: bool, index_taken: bool, state) -> bool:
         """A clean start, or a bare continuation (no id, no name, not even empty ones) naming its call's
         own index."""
         if call is None or op.whole or op.index is None:

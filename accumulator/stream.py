@@ -206,9 +206,8 @@ class StreamAccumulator:
             self._timing.on_bytes(now)
             self._timing.on_events(now, number)
             assembly.now = now
-        apply = assembly.apply
         for op in dialect.obj_ops(obj, None, number):
-            apply(op)
+            assembly.apply(op)
 
     def finish(self, now: float | None = None) -> Result | None:
         """End of input (at ``now``, if known): the result (None for a stream of unknown format that
@@ -344,8 +343,6 @@ class StreamAccumulator:
             return
         dialect, assembly = self._dialect, self._assembly
         assert dialect is not None and assembly is not None  # events come only once _start ran
-        parse = dialect.ops
-        apply = assembly.apply
         number = self._events
         if self._now is not None:
             self._timing.on_events(self._now, number + 1)
@@ -361,8 +358,9 @@ class StreamAccumulator:
                 )
                 continue
             number += 1
-            for op in parse(event, number):
-                apply(op)
+            # Methods called on their objects, not bound to locals first: compiled, that is a direct call.
+            for op in dialect.ops(event, number):
+                assembly.apply(op)
         self._events = number
 
 

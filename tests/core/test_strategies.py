@@ -154,7 +154,7 @@ def test_a_new_strategy_that_says_nothing_is_replayed_never_a_false_ok(monkeypat
 # base's never-agree rule), and the results must be the same, warnings and first divergences included.
 
 EAGER = {
-    name: type(f"Eager{cls.__name__}", (cls,), {"agrees": staticmethod(Strategy.agrees)})
+    name: type(f"Eager{cls.__name__}", (cls,), {"agrees": Strategy.agrees})
     for name, cls in STRATEGIES.items()
 }
 
