@@ -4,7 +4,8 @@ project's metadata; this file only adds the compiled modules.
 The same Python sources are compiled to C extension modules that sit beside them and take precedence on
 import. Where they cannot be built (no C compiler, no Python headers, mypy missing) the install goes on
 without them, saying why, and the pure-Python core runs: the same results, slower. TOOLCALL_LENS_PURE=1
-at install time skips the build; at run time it makes the tests import the sources (tests/pure.py).
+at install time skips the build; at run time it makes the tests and the benchmark import the sources
+(scripts/pure/sources_first.py).
 """
 
 import os

@@ -22,21 +22,29 @@ REDACTED = "...[redacted]"
 EARLIER_MARKERS = (REDACTED, "\u2026[redacted]")  # the ellipsis marker of earlier versions, in older dumps
 
 
+# The names looked for, as the raw header fields spell them (lower-cased): one pass over the fields tells
+# which are there (a lookup by name walks every field, and this runs on every LLM flow).
+_LOOKED_FOR = frozenset(name.encode() for name in (*SECRET_HEADERS, "sec-websocket-protocol"))
+
+
 def redact_credentials(flow: http.HTTPFlow) -> None:
     """Replace the credentials of a stored request by a marker that keeps their first few characters."""
-    headers = flow.request.headers
+    request = flow.request
+    headers = request.headers
+    present = {name.lower() for name, _ in headers.fields} & _LOOKED_FOR
     for name in SECRET_HEADERS:
-        values = headers.get_all(name)
-        if values:
-            headers.set_all(name, [mask(value) for value in values])
-    protocols = headers.get_all("sec-websocket-protocol")
-    if protocols and any(prefix in value for value in protocols for prefix in KEY_PROTOCOLS):
-        headers.set_all("sec-websocket-protocol", [_mask_protocols(value) for value in protocols])
-    query = flow.request.query
-    for name in SECRET_QUERY:
-        values = query.get_all(name)
-        if values:
-            query.set_all(name, [mask(value) for value in values])
+        if name.encode() in present:
+            headers.set_all(name, [mask(value) for value in headers.get_all(name)])
+    if b"sec-websocket-protocol" in present:
+        protocols = headers.get_all("sec-websocket-protocol")
+        if any(prefix in value for value in protocols for prefix in KEY_PROTOCOLS):
+            headers.set_all("sec-websocket-protocol", [_mask_protocols(value) for value in protocols])
+    if "?" in request.path:  # reading the query parses the path: only where there is one
+        query = request.query
+        for name in SECRET_QUERY:
+            values = query.get_all(name)
+            if values:
+                query.set_all(name, [mask(value) for value in values])
 
 
 def mask(value: str) -> str:
