@@ -9,7 +9,6 @@ at install time skips the build; at run time it makes the tests and the benchmar
 """
 
 import os
-import shutil
 from pathlib import Path
 
 from setuptools import setup
@@ -38,10 +37,11 @@ class OptionalBuildExt(build_ext):
             print(f"toolcall-lens: the core stays pure Python (its compiled build failed: {exc})")
 
     def _remove_built(self) -> None:
+        # The modules built so far, wherever they went (the build's folder, or beside the sources). The
+        # build's temporary folder stays: an editable install goes on using it.
         for ext in self.extensions:
             for path in (self.get_ext_fullpath(ext.name), ROOT / self.get_ext_filename(ext.name)):
                 Path(path).unlink(missing_ok=True)
-        shutil.rmtree(self.build_temp, ignore_errors=True)
 
 
 def extensions() -> list:

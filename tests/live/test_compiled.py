@@ -4,6 +4,7 @@ tests run on the compiled core, and the core's tests run once more on the source
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,22 @@ def test_the_core_and_front_door_tests_pass_on_the_pure_sources_too(tmp_path):
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "toolcall-lens core: pure Python (the sources)" in out.stdout.splitlines()[:8]
     assert " passed" in out.stdout.splitlines()[-1]
+
+
+def test_where_the_compiler_fails_the_core_is_built_pure_and_the_build_says_why(tmp_path):
+    # setup.py's fallback: a build that cannot compile (here: a compiler that always fails) leaves no
+    # module behind and succeeds, saying why. (A real `pip install -e` on such a copy ends the same way.)
+    copy = tmp_path / "project"
+    skip = shutil.ignore_patterns(".*", "*.so", "build", "mutants", "__pycache__", "*.egg-info")
+    shutil.copytree(ROOT, copy, ignore=skip)
+    out = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace"],
+        check=False,
+        cwd=copy,
+        env={**os.environ, "CC": "/bin/false"},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "toolcall-lens: the core stays pure Python (its compiled build failed" in out.stdout
+    assert not list(copy.rglob("*.so"))
