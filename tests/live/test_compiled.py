@@ -17,18 +17,20 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = bool(os.environ.get("TOOLCALL_LENS_PURE"))
 
 
-def _python(code: str, **env: str) -> str:
-    environment = {k: v for k, v in os.environ.items() if k not in ("TOOLCALL_LENS_PURE", "PYTHONPATH")}
+def _run(args: list[str], cwd: Path = ROOT, clean: bool = False, **env: str) -> str:
+    """This Python with ``args`` in ``cwd``; its output (it must succeed). ``clean``: without the pure
+    mode this run may be in."""
+    drop = ("TOOLCALL_LENS_PURE", "PYTHONPATH") if clean else ()
+    environment = {**{k: v for k, v in os.environ.items() if k not in drop}, **env}
     out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        cwd=ROOT,
-        env={**environment, **env},
-        capture_output=True,
-        text=True,
+        [sys.executable, *args], check=False, cwd=cwd, env=environment, capture_output=True, text=True
     )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    return out.stdout
+
+
+def _python(code: str, **env: str) -> str:
+    return _run(["-c", code], clean=True, **env).strip()
 
 
 @pytest.mark.needs(accumulator.COMPILED or PURE, "the core was installed without its compiled build")
@@ -49,19 +51,10 @@ def test_with_toolcall_lens_pure_every_process_runs_the_sources():
 )
 @pytest.mark.timeout(1200)
 def test_the_core_and_front_door_tests_pass_on_the_pure_sources_too(tmp_path):
-    command = [sys.executable, "-m", "pytest", "-m", "not live", "tests/core", "tests/frontdoors"]
-    command += ["-p", "no:cacheprovider", "--basetemp", str(tmp_path / "pure")]
-    out = subprocess.run(
-        command,
-        check=False,
-        cwd=ROOT,
-        env={**os.environ, "TOOLCALL_LENS_PURE": "1"},
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "toolcall-lens core: pure Python (the sources)" in out.stdout.splitlines()[:8]
-    assert " passed" in out.stdout.splitlines()[-1]
+    command = ["-m", "pytest", "-m", "not live", "tests/core", "tests/frontdoors", "-p", "no:cacheprovider"]
+    lines = _run([*command, "--basetemp", str(tmp_path / "pure")], TOOLCALL_LENS_PURE="1").splitlines()
+    assert "toolcall-lens core: pure Python (the sources)" in lines[:8]
+    assert " passed" in lines[-1]
 
 
 def test_where_the_compiler_fails_the_core_is_built_pure_and_the_build_says_why(tmp_path):
@@ -70,14 +63,6 @@ def test_where_the_compiler_fails_the_core_is_built_pure_and_the_build_says_why(
     copy = tmp_path / "project"
     skip = shutil.ignore_patterns(".*", "*.so", "build", "mutants", "__pycache__", "*.egg-info")
     shutil.copytree(ROOT, copy, ignore=skip)
-    out = subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        check=False,
-        cwd=copy,
-        env={**os.environ, "CC": "/bin/false"},
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert "toolcall-lens: the core stays pure Python (its compiled build failed" in out.stdout
+    out = _run(["setup.py", "build_ext", "--inplace"], copy, CC="/bin/false")
+    assert "toolcall-lens: the core stays pure Python (its compiled build failed" in out
     assert not list(copy.rglob("*.so"))
