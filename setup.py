@@ -52,10 +52,15 @@ def extensions() -> list:
     except ImportError:
         print("toolcall-lens: mypy is missing from the build: the core stays pure Python")
         return []
+    # A library without types where the build runs (brotli, jsonschema; any, in a build environment that
+    # lacks one) is typed as Any: the compiled code calls it as Python would.
+    options = ["--ignore-missing-imports"]
     try:
-        return mypycify(COMPILED, opt_level="3", debug_level="0")
+        return mypycify([*options, *COMPILED], opt_level="3", debug_level="0")
     except BaseException as exc:  # noqa: BLE001  (mypy refused the sources: never a failed install)
-        print(f"toolcall-lens: the core stays pure Python (mypyc refused it: {exc})")
+        print(
+            f"toolcall-lens: the core stays pure Python (mypy refused the sources, exit {exc}; pip -v shows why)"
+        )
         return []
 
 
