@@ -12,7 +12,7 @@ from typing import Any
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from . import openai_chat
-from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list
+from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str
 
 _USAGE_FIELDS = (
     "prompt_eval_count",
@@ -67,7 +67,7 @@ class OllamaChatDialect(JsonDialect):
             usage = {k: obj[k] for k in _USAGE_FIELDS if k in obj}
             if usage:
                 out.append(Usage(number, usage))
-            out.append(Finish(number, 0, obj.get("done_reason") or "stop"))
+            out.append(Finish(number, 0, as_str(obj.get("done_reason")) or "stop"))
             out.append(StreamEnd(number))
         return out
 

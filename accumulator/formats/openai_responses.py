@@ -136,7 +136,7 @@ class ResponsesDialect(JsonDialect):
             out.append(Usage(number, response["usage"]))
         if kind == "response.failed":
             out.append(ProviderError(number, response.get("error") or {"status": "failed"}))
-        status = response.get("status") or kind.rsplit(".", 1)[1]
+        status = as_str(response.get("status")) or kind.rsplit(".", 1)[1]
         out.append(Finish(number, 0, status))
         out.append(StreamEnd(number))
 

@@ -158,3 +158,19 @@ def test_a_model_or_response_id_that_is_not_a_string_is_left_out(format):
     result = analyze(body, format)
     check_result(result)
     assert (result["model"], result["response_id"]) == (None, None)
+
+
+def test_a_finish_reason_that_is_not_a_string_falls_back_to_the_formats_own():
+    # Ollama's done_reason and a Responses response's status, sent as numbers: the compiled core raised on
+    # them (a finish reason is a string), the pure one put the number in the result, against the schema.
+    ollama = b'{"model":"m","message":{"role":"assistant","content":"hi"},"done":true,"done_reason":5}\n'
+    response = {"id": "r", "model": "m", "status": 7, "output": []}
+    responses = sse({"type": "response.completed", "response": response}, done=False)
+    for body, format, reason in (
+        (ollama, "ollama-chat", "stop"),
+        (responses, "openai-responses", "completed"),
+    ):
+        result = analyze(body, format)
+        check_result(result)
+        assert result["choices"][0]["finish_reason"] == reason
+        assert "internal-error" not in [w["code"] for w in result["warnings"]]
