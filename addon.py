@@ -23,16 +23,19 @@ import fnmatch
 import logging
 import time  # tests patch the clock the watches read through this module
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
-from accumulator.echo import ObservedCalls, add_evidence, no_evidence
+from accumulator.echo import ObservedCalls, add_evidence, no_evidence, tool_results
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
+from accumulator.request import decoded
 from accumulator.rewrite.messages import MessageRewriter
+from accumulator.sessions import Sessions, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.redact import REDACTED, redact_credentials
@@ -53,6 +56,10 @@ class ToolcallLens:
         self.observed = ObservedCalls()  # calls reconstructed from recent responses, to check echoes
         # flow id -> its request's echo warnings and evidence summary, until the flow is annotated
         self.echo_warnings: dict[str, tuple[list[dict], dict]] = {}
+        self.sessions = Sessions()  # agent runs, turn by turn (accumulator.sessions)
+        # flow id -> what its request says of its session (the results it sends back, the response it
+        # follows), until the flow is annotated
+        self.turn_facts: dict[str, tuple[list[dict], str | None]] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
@@ -75,6 +82,7 @@ class ToolcallLens:
             logger.error("%s", exc)
             return
         self.observed.size = settings.index_size
+        self.sessions.loop_after = settings.loop_after
         self.settings = settings
 
     def running(self) -> None:
@@ -88,7 +96,13 @@ class ToolcallLens:
         if found is None or not self._host_watched(flow):
             return
         try:
-            echoes, evidence = self.observed.examine(flow.request.get_content(strict=False), found[0])
+            body = decoded(flow.request.get_content(strict=False))
+            previous = body.get("previous_response_id") if body is not None else None
+            self.turn_facts[flow.id] = (
+                tool_results(body, found[0]),
+                previous if type(previous) is str else None,
+            )
+            echoes, evidence = self.observed.examine(body, found[0])
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
             # The result still says a check was tried, and why it has nothing to say.
@@ -134,6 +148,7 @@ class ToolcallLens:
             # Not ours (a gateway's HTML page), or a stream another addon answered or that bypassed the
             # callable: nothing to read here, and no result to carry the request's echo warnings.
             self.echo_warnings.pop(flow.id, None)
+            self.turn_facts.pop(flow.id, None)
             return
         response = flow.response
         try:
@@ -158,6 +173,7 @@ class ToolcallLens:
         if watch is not None:
             self._finish_stream(flow, watch)
         self.echo_warnings.pop(flow.id, None)
+        self.turn_facts.pop(flow.id, None)
 
     # -- WebSocket connections (OpenAI Responses WebSocket mode, Realtime, Gemini Live) ---------------------
 
@@ -211,6 +227,7 @@ class ToolcallLens:
         self.sockets.clear()
         self.watches.clear()
         self.echo_warnings.clear()
+        self.turn_facts.clear()
         self._open_export("")
 
     # -- commands ------------------------------------------------------------------------------------------
@@ -226,6 +243,15 @@ class ToolcallLens:
         """Write the LLM flows among these to a JSONL file, one record each."""
         write_all(path, (record(flow, result) for flow, result in annotated(flows)))
         logger.info("toolcall-lens: exported LLM flows to %s", path)
+
+    @command.command("toolcall_lens.sessions")
+    def sessions_report(self, flows: Sequence[mflow.Flow]) -> str:
+        """The agent sessions of these flows, turn by turn: calls, what came back, tokens, cost, loops."""
+        wanted = list(
+            dict.fromkeys(s.id for flow in flows if (s := self.sessions.of_flow(flow.id)) is not None)
+        )
+        records = [self.sessions.record(session) for i in wanted if (session := self.sessions.get(i))]
+        return "\n\n".join(format_session(record) for record in records) or "no agent sessions"
 
     # The earlier names, kept for mitmproxy's console and scripts (mitmweb cannot call them).
     @command.command("toolcall_lens.report")
@@ -350,6 +376,7 @@ class ToolcallLens:
         if watch.loud and marker:
             flow.marked = marker
         for result in settled:
+            self._price_and_place(flow, result, connection=True)
             self.observed.record(result, flow.id)
             bad = any(w["severity"] == "warning" for w in result["warnings"])
             logger.log(
@@ -408,10 +435,39 @@ class ToolcallLens:
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
             self._annotate(flow, result)
 
+    def _price_and_place(self, flow: http.HTTPFlow, result: dict, connection: bool = False) -> None:
+        """The response's cost, and its place in its agent session (loop warnings with it)."""
+        settings = self._settings()
+        request = flow.request
+        try:
+            when = datetime.fromtimestamp(request.timestamp_start, UTC)
+            model = request.query.get("model") if connection else None  # Realtime names it in the URL only
+            result["cost"], note = settings.prices.cost(
+                result, url=request.pretty_url, when=when, model=model
+            )
+            if note is not None:
+                result["cost_note"] = note
+        except Exception as exc:  # noqa: BLE001 - a price lookup that fails costs the flow nothing else
+            result["cost"], result["cost_note"] = None, f"pricing failed: {describe(exc)}"
+        results, previous = self.turn_facts.pop(flow.id, ([], None))
+        try:
+            self.sessions.place(
+                result,
+                flow.id,
+                headers=request.headers,
+                previous_response_id=previous,
+                tool_results=results,
+                connection=connection,
+                time=request.timestamp_start,
+            )
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("toolcall-lens: placing a flow in its session failed: %s", describe(exc))
+
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
         echoes = self.echo_warnings.pop(flow.id, None)
         if echoes is not None:
             add_evidence(result, *echoes)
+        self._price_and_place(flow, result)
         self.observed.record(result, flow.id)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result

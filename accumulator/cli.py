@@ -24,18 +24,21 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
 from . import formats
-from .echo import ObservedCalls, add_evidence
+from .cost import PriceFileError, Prices, parse_price_file
+from .echo import ObservedCalls, add_evidence, tool_results
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import Limits
 from .report import format_report, results_of
+from .request import decoded
 from .result import Result, add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
+from .sessions import DEFAULT_LOOP_AFTER, Sessions, format_session
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .websocket import Connection
 
@@ -59,6 +62,8 @@ class Job:
     content_type: str = ""
     recorded: dict | None = None  # a dump flow's result as the addon recorded it live, if it ran
     stamps: tuple | None = None  # a dump flow's timestamps: request end, response start and end
+    headers: dict | None = None  # a dump flow's request headers (lower-case names): its agent session
+    started: float | None = None  # a dump flow's request time
 
 
 @dataclass
@@ -83,11 +88,14 @@ class ConnectionJob:
     recorded: dict | None = None  # a dump flow's connection as the addon recorded it live, if it ran
     trimmed: int = 0  # messages the addon dropped from the front of the stored flow
     started: float | None = None  # the flow's request time: a response's time when its messages are gone
+    headers: dict | None = None  # a dump flow's upgrade request headers (lower-case names)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
+    """``sessions_view``: ``toolcall-lens sessions FILE...``, the agent sessions of the dumps, turn by
+    turn, instead of one report per response."""
     parser = argparse.ArgumentParser(
-        prog="toolcall-lens",
+        prog="toolcall-lens sessions" if sessions_view else "toolcall-lens",
         description="Rebuild the tool calls of captured LLM responses by identity, and say what naive "
         "accumulators would have built from the same bytes.",
     )
@@ -123,13 +131,29 @@ def main(argv: list[str] | None = None) -> int:
         help=f"rewrite the stream with these repairs ({','.join(REPAIRS)}); needs --output",
     )
     parser.add_argument("--output", metavar="OUT", help="where --inject/--repair write the rewritten stream")
+    parser.add_argument(
+        "--prices",
+        metavar="PRICES.json",
+        help="a price file (model -> input_mtok, output_mtok, cache_read_mtok, cache_write_mtok, USD per "
+        "million tokens), used before genai-prices' own prices",
+    )
+    parser.add_argument(
+        "--loop-after",
+        type=int,
+        default=DEFAULT_LOOP_AFTER,
+        metavar="N",
+        help=f"a session making the same call N times is a tool-call-loop (default {DEFAULT_LOOP_AFTER})",
+    )
     args = parser.parse_args(argv)
+    if args.loop_after < 2:
+        parser.error("--loop-after must be at least 2 (a call made once is no loop)")
     rewriting = bool(args.inject or args.repair)
     if rewriting != bool(args.output):
         parser.error("--inject/--repair and --output go together")
 
     try:
         request = _read_request(args.request) if args.request else None
+        prices = _read_prices(args.prices) if args.prices else Prices()
     except InputError as exc:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
@@ -154,24 +178,47 @@ def main(argv: list[str] | None = None) -> int:
     # Flows in order, with one index of the calls seen so far: each request's echoes are checked against
     # the calls of the responses before it, as the addon does live.
     observed = ObservedCalls()
+    sessions = Sessions(loop_after=args.loop_after)
     limits = Limits(strategies=args.strategies)
     done: list[tuple[str, dict]] = []  # (title, result)
     for job in jobs:
         if isinstance(job, ConnectionJob):
             try:
-                done += _run_connection(job, limits)
+                settled = _run_connection(job, limits)
             except InputError as exc:
                 print(f"toolcall-lens: {exc}", file=sys.stderr)
                 failures.append({"source": {"file": job.source["file"]}, "error": str(exc)})
+                continue
+            for _, answer in settled:
+                _price(prices, answer, job.source.get("url"), job.started, _query_model(job.path))
+                if "flow_id" in job.source:  # a dump's connection: one agent session
+                    sessions.place(
+                        answer, job.source["flow_id"], headers=job.headers, connection=True, time=job.started
+                    )
+            done += settled
             continue
         result = _run(job, limits)
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
+        _price(prices, result, job.source.get("url"), job.started)
         if job.echo_request is not None:
-            add_evidence(result, *observed.examine(job.echo_request, job.exchange.format))
+            format = job.exchange.format
+            add_evidence(result, *observed.examine(job.echo_request, format))
+            body = decoded(job.echo_request)
+            previous = body.get("previous_response_id") if body is not None else None
+            sessions.place(
+                result,
+                job.source["flow_id"],
+                headers=job.headers,
+                previous_response_id=previous if type(previous) is str else None,
+                tool_results=tool_results(body, format),
+                time=job.started,
+            )
             observed.record(result, job.source["flow_id"])
         done.append((job.title, result))
     results = [result for _, result in done]
+    if sessions_view:
+        return _print_sessions(sessions, args.json, failures)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps({"results": results + failures}) + b"\n")
     elif done:
@@ -187,6 +234,46 @@ def main(argv: list[str] | None = None) -> int:
 
 class InputError(Exception):
     pass
+
+
+def _read_prices(path: str) -> Prices:
+    try:
+        with open(path, "rb") as file:
+            return Prices(parse_price_file(file.read(), path), path)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    except PriceFileError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _price(
+    prices: Prices, result: dict, url: str | None, started: float | None, model: str | None = None
+) -> None:
+    """The response's cost, as of its request's time where the dump has it (prices change)."""
+    when = datetime.fromtimestamp(started, UTC) if started is not None else None
+    result["cost"], note = prices.cost(result, url=url, when=when, model=model)
+    if note is not None:
+        result["cost_note"] = note
+
+
+def _query_model(path: str) -> str | None:
+    """The model a WebSocket's upgrade names in its query (Realtime: ``?model=``), if any."""
+    values = parse_qs(urlsplit(path).query).get("model")
+    return values[0] if values else None
+
+
+def _print_sessions(sessions: Sessions, as_json: bool, failures: list[dict]) -> int:
+    records = [sessions.record(session) for session in sessions.all()]
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps({"sessions": records, "failures": failures}) + b"\n")
+    elif records:
+        print("\n\n".join(format_session(record) for record in records))
+    else:
+        print("toolcall-lens: no agent sessions: sessions are read from mitmproxy dumps", file=sys.stderr)
+    if failures:
+        return 2
+    loud = any(record["loops"] or record["unanswered"] for record in records)
+    return 1 if loud else 0
 
 
 def _names(known: tuple[str, ...]):
@@ -583,6 +670,8 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | Conne
                 content_type=content_type,
                 recorded=_recorded(flow),
                 stamps=(flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
+                headers={name.lower(): value for name, value in flow.request.headers.items()},
+                started=flow.request.timestamp_start,
             )
         )
     if not jobs:
@@ -608,6 +697,7 @@ def _websocket_flow_job(path: str, flow) -> ConnectionJob:
         recorded=recorded,
         trimmed=trimmed if type(trimmed) is int and trimmed > 0 else 0,
         started=flow.request.timestamp_start,
+        headers={name.lower(): value for name, value in flow.request.headers.items()},
     )
 
 
@@ -627,7 +717,9 @@ def run() -> None:
 
         sys.exit(run_agent(sys.argv[2:]))
     try:
-        code = main()
+        # `toolcall-lens sessions DUMP...`: the agent sessions, turn by turn (a file named `sessions`
+        # is read as `./sessions`).
+        code = main(sys.argv[2:], sessions_view=True) if sys.argv[1:2] == ["sessions"] else main()
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as command-line tools do, with the status a

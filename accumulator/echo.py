@@ -463,8 +463,50 @@ def extract_echoes(request, format: str | None = None) -> tuple[list[EchoedCall]
         return [], []
     calls: list[EchoedCall] = []
     results: list[str] = []
-    formats.request_echoes(request, lambda *call: calls.append(_echo(*call)), results.append, format)
+    formats.request_echoes(
+        request,
+        lambda *call: calls.append(_echo(*call)),
+        lambda call_id, *_: _add_id(results, call_id),
+        format,
+    )
     return calls, results
+
+
+def _add_id(results: list[str], call_id) -> None:
+    if type(call_id) is str:
+        results.append(call_id)
+
+
+def tool_results(request, format: str | None = None) -> list[dict]:
+    """The tool results a request sends back, in order: ``{"id", "size", "error"}``: the call id it
+    answers, the result's size in bytes (as text; an object serialised), and whether the tool failed (null
+    where the format has no way to say: Chat, Responses); with ``name`` where the result names its tool
+    (Gemini, whose calls may carry no id: ``id`` null then)."""
+    request = decoded(request)
+    if request is None:
+        return []
+    out: list[dict] = []
+
+    def add(call_id, content=None, error: bool | None = None, name=None) -> None:
+        found = {"id": call_id if type(call_id) is str else None, "size": _size(content), "error": error}
+        if type(name) is str:
+            found["name"] = name
+        if found["id"] is not None or "name" in found:
+            out.append(found)
+
+    formats.request_echoes(request, lambda *_: None, add, format)
+    return out
+
+
+def _size(content) -> int:
+    if content is None:
+        return 0
+    if type(content) is str:
+        return len(content.encode("utf-8", "surrogatepass"))
+    try:
+        return len(orjson.dumps(content))
+    except (TypeError, orjson.JSONEncodeError):
+        return 0
 
 
 def _echo(call_id, name, arguments, turn: int) -> EchoedCall:

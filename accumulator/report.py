@@ -55,12 +55,11 @@ def format_report(result: dict, title: str | None = None) -> str:
             lines.append(f"  {name:{width}}  {verdict['verdict']:6}  {verdict['reason']}")
             if verdict["verdict"] == "breaks" and _clients(name):
                 lines.append(f"  {'':{width}}          who follows it: {_clients(name)}")
-    usage = result["usage"]
-    if usage:
-        parts = [
-            f"{k} {v}" for k, v in usage.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-        ]
-        lines.append("usage: " + ", ".join(parts))
+    lines.append(tokens_line(result["usage"]))
+    if "cost" in result:
+        lines.append(cost_line(result["cost"]))
+    if result.get("session"):
+        lines.append(session_line(result["session"]))
     timing = result.get("timing")
     if timing and timing["clock"]:
         facts = [
@@ -100,6 +99,45 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def tokens_line(usage: dict) -> str:
+    """A result's normalised token counts, and why any is missing."""
+    known = usage["input"] is not None or usage["output"] is not None
+    if not known:
+        return "tokens: unknown" + (f" ({'; '.join(usage['notes'])})" if usage["notes"] else "")
+    parts = []
+    if usage["input"] is not None:
+        cached = [
+            f"{usage[key]} {label}"
+            for key, label in (("cache_read", "cached"), ("cache_write", "written to cache"))
+            if usage[key]
+        ]
+        parts.append(f"input {usage['input']}" + (f" ({', '.join(cached)})" if cached else ""))
+    if usage["output"] is not None:
+        reasoning = f" (reasoning {usage['reasoning']})" if usage["reasoning"] else ""
+        parts.append(f"output {usage['output']}{reasoning}")
+    return "tokens: " + ", ".join(parts) + "".join(f"; {note}" for note in usage["notes"])
+
+
+def cost_line(cost: dict | None) -> str:
+    """A result's cost (the addon and the CLI add it), or why there is none."""
+    if cost is None:
+        return "cost: none"
+    if cost.get("total") is None:
+        return f"cost: unknown ({cost.get('note') or 'no price'})"
+    price = cost.get("price") or {}
+    return (
+        f"cost: ${cost['total']} {cost.get('currency', 'USD')} (input ${cost['input']}, output ${cost['output']}"
+        + (f", cache read ${cost['cache_read']}" if cost.get("cache_read") else "")
+        + (f", cache write ${cost['cache_write']}" if cost.get("cache_write") else "")
+        + f"; {price.get('source', '?')} price of {price.get('provider') or '?'} {price.get('model') or '?'})"
+    )
+
+
+def session_line(session: dict) -> str:
+    """Which agent session a result belongs to, its turn, and how it was told."""
+    return f"session: {session['id']}, turn {session['turn']} ({session['by']})"
 
 
 def evidence_line(evidence: dict) -> str:

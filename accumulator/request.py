@@ -16,6 +16,7 @@ class RequestFacts:
     tools: dict[str, dict | None] | None  # declared name -> its JSON schema (or None); None: no tools key
     parallel: bool | None  # False: the request turned parallel tool calls off
     forced: str | None  # the tool the request forces by name
+    usage_asked: bool | None = None  # False: a streamed request that did not ask for usage
 
 
 def decoded(request) -> dict | None:
@@ -37,4 +38,5 @@ def request_facts(request, format: str | None = None) -> RequestFacts | None:
         formats.request_tools(request, format),
         formats.request_parallel(request, format),
         formats.request_forced(request, format),
+        formats.request_usage_asked(request, format),
     )

@@ -14,8 +14,10 @@ from typing import Any, TypedDict
 
 import orjson
 
+from . import formats
 from .assembly import Assembly, ChoiceState, fragment_text
 from .request import RequestFacts
+from .usage import FIGURES, normalised
 from .warnings import WarningLog
 
 _TEXT_CAP = 4096  # how much of an orphan's or a strategy's text a warning quotes
@@ -72,7 +74,7 @@ class Result(TypedDict, total=False):
     model: str | None
     response_id: str | None
     choices: list[ChoiceResult]
-    usage: dict | None
+    usage: dict
     error: Any
     warnings: list[dict]
     compatibility: dict[str, Verdict]
@@ -82,6 +84,9 @@ class Result(TypedDict, total=False):
     source: dict
     websocket: dict
     evidence: dict
+    cost: dict | None
+    cost_note: str
+    session: dict
 
 
 def _result(
@@ -93,7 +98,7 @@ def _result(
     model: str | None = None,
     response_id: str | None = None,
     choices: list[ChoiceResult] | None = None,
-    usage: dict | None = None,
+    usage: dict,
     error: Any = None,
     compatibility: dict[str, Verdict] | None = None,
     timing: dict | None = None,
@@ -186,7 +191,12 @@ def build_result(
         model=assembly.model,
         response_id=assembly.response_id,
         choices=out_choices,
-        usage=assembly.usage,
+        usage=normalised(
+            formats.usage_parts(format),
+            assembly.usage,
+            truncated=truncated,
+            why_none=_why_no_usage(truncated, assembly, request),
+        ),
         error=assembly.errors[-1] if assembly.errors else None,
         compatibility=compatibility,
         timing=timing,
@@ -197,11 +207,22 @@ def build_result(
     )
 
 
+def _why_no_usage(truncated: bool, assembly: Assembly, request: RequestFacts | None) -> str:
+    if truncated:
+        return "the stream ended before its usage arrived"
+    if assembly.errors:
+        return "the provider sent an error and no usage"
+    if request is not None and request.usage_asked is False:
+        return "the request did not ask for usage (stream_options.include_usage)"
+    return "the provider sent no usage"
+
+
 def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: int = 0) -> Result:
     """The result of a stream whose analysis failed inside toolcall-lens: says so, claims nothing else."""
     warnings = WarningLog()
     warnings.add("internal-error", f"analysis stopped: {message}", error=message)
-    return _result(format, streamed, False, warnings, nbytes=nbytes)
+    usage = normalised(None, None, why_none="the analysis stopped before any usage was read")
+    return _result(format, streamed, False, warnings, usage=usage, nbytes=nbytes)
 
 
 def _relative(moment: float | None, origin: float | None) -> float | None:
@@ -495,7 +516,18 @@ RESULT_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "usage": {"type": ["object", "null"]},
+        "usage": {
+            "type": "object",
+            "description": "token counts, normalised the same way for every format (input includes cached "
+            "tokens; null where unknown), the provider's own usage object, and notes",
+            "required": [*FIGURES, "provider", "notes"],
+            "properties": {
+                **{name: {"type": ["integer", "null"], "minimum": 0} for name in FIGURES},
+                "provider": {"type": ["object", "null"]},
+                "notes": {"type": "array", "items": {"type": "string"}},
+            },
+            "additionalProperties": False,
+        },
         "error": {},
         "warnings": {"type": "array", "items": _WARNING},
         "compatibility": {
@@ -538,6 +570,57 @@ RESULT_SCHEMA: dict[str, Any] = {
                         "complete": {"type": "boolean"},
                         "warnings": {"type": "array", "items": {"type": "string"}},
                         "compatibility": {"type": "object"},
+                    },
+                },
+            },
+        },
+        "cost": {
+            "type": ["object", "null"],
+            "description": "the addon and the CLI: what the response cost (USD), priced on its own from "
+            "usage and the model's price; null when no price or count is known (cost_note says why)",
+            "required": ["total", "currency", "input", "output", "cache_read", "cache_write", "price"],
+            "additionalProperties": False,
+            "properties": {
+                **{
+                    k: {"type": "number", "minimum": 0}
+                    for k in ("total", "input", "output", "cache_read", "cache_write")
+                },
+                "currency": {"const": "USD"},
+                "price": {
+                    "type": "object",
+                    "required": ["source", "provider", "model", "as_of", "per_million"],
+                    "properties": {
+                        "source": {"type": "string"},
+                        "provider": {"type": ["string", "null"]},
+                        "model": {"type": "string"},
+                        "as_of": {"type": ["string", "null"]},
+                        "per_million": {"type": "object"},
+                    },
+                },
+            },
+        },
+        "cost_note": {"type": "string", "description": "why cost is null"},
+        "session": {
+            "type": "object",
+            "description": "the addon and the CLI on a dump: the agent session the response belongs to, its "
+            "turn, how the session was told, and the tool results its request sent back",
+            "required": ["id", "turn", "by", "tool_results"],
+            "additionalProperties": False,
+            "properties": {
+                "id": {"type": "string"},
+                "turn": {"type": "integer", "minimum": 1},
+                "by": {"type": "string"},
+                "tool_results": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "size", "error"],
+                        "properties": {
+                            "id": {"type": ["string", "null"]},
+                            "name": {"type": "string"},
+                            "size": {"type": "integer", "minimum": 0},
+                            "error": {"type": ["boolean", "null"]},
+                        },
                     },
                 },
             },

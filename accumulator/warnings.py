@@ -100,6 +100,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "the client answered some of a response's calls but never this one: a dropped call",
     ),
+    "tool-call-loop": (
+        "warning",
+        "an agent session made the same call (same name, same arguments) again and again: a loop",
+    ),
     "cancelled-call-answered": (
         "warning",
         "the client answered a call the provider had cancelled (Gemini Live toolCallCancellation)",

@@ -39,9 +39,13 @@ def report_line(flow: http.HTTPFlow, value: dict) -> str:
         )
         names = [c["name"] or "?" for choice in result["choices"] for c in choice["tool_calls"]]
         codes = list(dict.fromkeys(w["code"] for w in result["warnings"]))
+        session = result.get("session")
+        cost = result.get("cost")
         lines.append(
             f"{when}  {where}  {result['format']}  {result['model'] or '?'}  "
             f"calls: {', '.join(names) or '-'}  warnings: {', '.join(codes) or '-'}"
+            + (f"  session {session['id'][:12]} turn {session['turn']}" if session else "")
+            + (f"  ${cost['total']:.6f}" if cost else "")
         )
     return "\n".join(lines)
 
@@ -64,9 +68,12 @@ def record(flow: http.HTTPFlow, value: dict) -> bytes:
     }
     lines = []
     for result in results_of(value):
+        session = result.get("session") or {}
+        # The agent session and turn it belongs to, at the top where a grep or jq finds them.
+        placed = {"session": session.get("id"), "turn": session.get("turn")}
         websocket = result.get("websocket")
         if websocket is None:
-            lines.append(orjson.dumps({**base, "result": result}) + b"\n")
+            lines.append(orjson.dumps({**base, **placed, "result": result}) + b"\n")
             continue
         first = message_time(flow, websocket["first_message"])
         last = message_time(flow, websocket["last_message"])
@@ -76,6 +83,7 @@ def record(flow: http.HTTPFlow, value: dict) -> bytes:
             "position": websocket["position"],
             "time": _iso(first if first is not None else flow.request.timestamp_start),
             "duration": round(last - first, 6) if last is not None and first is not None else None,
+            **placed,
             "result": result,
         }
         lines.append(orjson.dumps(line) + b"\n")

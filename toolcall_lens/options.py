@@ -4,14 +4,17 @@ from them once per change (in ``configure``): every flow reads those, never the 
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mitmproxy import exceptions
 
 from accumulator import DEFAULT_LIMITS, STRATEGIES, Limits
+from accumulator.cost import PriceFileError, Prices, parse_price_file
 from accumulator.echo import DEFAULT_INDEX_SIZE
 from accumulator.rewrite import INJECTIONS, REPAIRS
+from accumulator.sessions import DEFAULT_LOOP_AFTER
 
 # name, type, default, help; the name is "toolcall_lens_" + name.
 OPTIONS: tuple[tuple[str, type, object, str], ...] = (
@@ -50,6 +53,11 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
       "so that a long connection holds bounded memory. 0: keep every message.")),
     ("stall_seconds", int, 10,
      "A silence between two events of a stream longer than this many seconds gives a 'stalled' note; 0: never."),
+    ("loop_after", int, DEFAULT_LOOP_AFTER,
+     "An agent session making the same call (same name, same arguments) this many times gets a 'tool-call-loop' warning."),
+    ("prices", str, "",
+     ("A JSON price file, model name -> {input_mtok, output_mtok, cache_read_mtok, cache_write_mtok} (USD per "
+      "million tokens), used before the genai-prices library's own prices for the models it names.")),
 )  # fmt: skip
 PREFIX = "toolcall_lens_"
 
@@ -74,6 +82,8 @@ class Settings:
     index_size: int
     jsonl: str
     websocket_keep: int
+    loop_after: int
+    prices: Prices
 
 
 def check_names(options) -> None:
@@ -90,6 +100,18 @@ def check_names(options) -> None:
             raise exceptions.OptionsError(f"{name}: no such option of toolcall-lens; {hint}")
 
 
+def read_prices(path: str) -> Prices:
+    """The prices to use: a price file's first where one is named. PriceFileError says what is wrong."""
+    if not path:
+        return Prices()
+    try:
+        with open(os.path.expanduser(path), "rb") as file:
+            content = file.read()
+    except OSError as exc:
+        raise PriceFileError(f"cannot read {path}: {exc.strerror}") from None
+    return Prices(parse_price_file(content, path), path)
+
+
 def parse(options) -> Settings:
     """The settings these options give; OptionsError names the first one that is wrong."""
     check_names(options)
@@ -100,6 +122,8 @@ def parse(options) -> Settings:
     for name in ("event_cap", "decoded_cap", "max_calls"):
         if get(name) < 1:
             raise exceptions.OptionsError(f"{PREFIX}{name} must be at least 1")
+    if get("loop_after") < 2:
+        raise exceptions.OptionsError(f"{PREFIX}loop_after must be at least 2 (a call made once is no loop)")
     if get("argument_cap") < 0:
         raise exceptions.OptionsError(f"{PREFIX}argument_cap must be 0 or more characters")
     for name, known in (("strategies", STRATEGIES), ("inject", INJECTIONS), ("repair", REPAIRS)):
@@ -110,6 +134,10 @@ def parse(options) -> Settings:
         if not pattern or any(c.isspace() for c in pattern):
             raise exceptions.OptionsError(f"{PREFIX}hosts: bad host pattern {pattern!r}")
     rate = get("live_updates")
+    try:
+        prices = read_prices(get("prices"))
+    except PriceFileError as exc:
+        raise exceptions.OptionsError(f"{PREFIX}prices: {exc}") from None
     return Settings(
         limits=Limits(
             strategies=tuple(get("strategies")),
@@ -129,4 +157,6 @@ def parse(options) -> Settings:
         index_size=get("index_size"),
         jsonl=get("jsonl"),
         websocket_keep=get("websocket_keep"),
+        loop_after=get("loop_after"),
+        prices=prices,
     )

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import orjson
-from mitmproxy import contentviews, http
+from mitmproxy import contentviews, ctx, http
 
 from accumulator import analyze_exchange, classify, websocket_format
 from accumulator.report import connection_summary_line, format_view, results_of, summary_line
+from accumulator.sessions import format_session
 from accumulator.websocket import connection_result, replay
 
 METADATA_KEY = "toolcall_lens"
@@ -49,7 +50,7 @@ class ToolcallLensView(contentviews.Contentview):
             )
             if result is None:
                 raise ValueError("not an LLM stream toolcall-lens reads")
-        return format_view(result)
+        return format_view(result) + _session_section(result)
 
     def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
         if metadata.websocket_message is not None:
@@ -157,7 +158,7 @@ def _websocket_view(flow, message) -> str:
     lines = [connection_summary_line(record)]
     if message is None:  # the upgrade's response: the whole connection
         lines += [f"\n-- response {r['websocket']['position']} --\n{format_view(r)}" for r in results]
-        return "\n".join(lines)
+        return "\n".join(lines) + (_session_section(results[-1]) if results else "")
     number = message_number(flow, message)
     side = "client → server" if message.from_client else "server → client"
     result = response_of(record, number) if number is not None else None
@@ -175,6 +176,17 @@ def _websocket_view(flow, message) -> str:
             last = result["websocket"]["last_message"]
             lines += ["", summary_line(result), f"(the whole response under message {last}, its last)"]
     return "\n".join(lines)
+
+
+def _session_section(result: dict) -> str:
+    """The agent session this response belongs to, turn by turn, as the running addon knows it now
+    (later turns say whether its calls were answered); nothing where no addon placed it."""
+    session = result.get("session")
+    lens = ctx.master.addons.get("toolcalllens") if session and hasattr(ctx, "master") else None
+    found = lens.sessions.get(session["id"]) if lens is not None and hasattr(lens, "sessions") else None
+    if found is None:
+        return ""
+    return "\n\n-- agent session --\n" + format_session(lens.sessions.record(found))
 
 
 def _shown(content: bytes) -> str:

@@ -156,6 +156,16 @@ def request_forced(request: dict, format: str | None = None) -> str | None:
     return next((name for read in _readers(format, "forced") if (name := read(request))), None)
 
 
+def request_usage_asked(request: dict, format: str | None = None) -> bool | None:
+    return False if any(read(request) is False for read in _readers(format, "usage_asked")) else None
+
+
+def usage_parts(format: str):
+    """Where this format's usage object keeps its counts (``accumulator.usage``), or None."""
+    wire = FORMATS.get(format) or WEBSOCKET_FORMATS.get(format)
+    return wire.usage if wire is not None else None
+
+
 def request_echoes(request: dict, add_call, add_result, format: str | None = None) -> None:
     for read in _readers(format, "echoes"):
         read(request, add_call, add_result)
@@ -174,8 +184,10 @@ __all__ = [
     "request_forced",
     "request_parallel",
     "request_tools",
+    "request_usage_asked",
     "sniff_format",
     "sniff_message",
     "sniff_websocket",
+    "usage_parts",
     "websocket_format",
 ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import ContentBlockKeys
+from ..usage import UsageParts, dig
 from ..warnings import WarningLog
 from .base import (
     JsonDialect,
@@ -199,7 +200,7 @@ def _echoes(request: dict, add_call, add_result) -> None:
         if kind == "tool_use":
             add_call(block.get("id"), block.get("name"), block.get("input"), turn)
         elif kind == "tool_result" and type(block.get("tool_use_id")) is str:
-            add_result(block["tool_use_id"])
+            add_result(block["tool_use_id"], block.get("content"), block.get("is_error") is True)
 
 
 _EVENTS = ("message_start", "content_block_start", "content_block_delta")
@@ -211,6 +212,20 @@ def _sniff(event, obj) -> bool:
 
 def _sniff_message(obj: dict) -> bool:
     return (obj.get("object") or obj.get("type")) == "message" and "content" in obj
+
+
+def usage_parts(raw: dict) -> UsageParts:
+    """``message_start``'s usage merged with ``message_delta``'s (cumulative): ``input_tokens`` leaves
+    out the cached tokens, which are added to it here."""
+    written = dig(raw, "cache_creation_input_tokens")
+    read = dig(raw, "cache_read_input_tokens")
+    return {
+        "input": (dig(raw, "input_tokens"), written, read),
+        "output": (dig(raw, "output_tokens"),),
+        "cache_read": (read,),
+        "cache_write": (written,),
+        "reasoning": (dig(raw, "output_tokens_details.thinking_tokens"),),
+    }
 
 
 FORMAT = WireFormat(
@@ -229,6 +244,8 @@ FORMAT = WireFormat(
     parallel=_parallel,
     forced=lambda request: forced_by_type(request, "tool"),
     echoes=_echoes,
+    usage=usage_parts,
+    provider="anthropic",
     rewrite=RewriteSupport(
         key="content block index",
         name_whole_in="content_block_start",

@@ -99,7 +99,12 @@ class WireFormat:
     - Request reading, each on a decoded request body: ``tools`` (declared name -> JSON schema or None;
       None when the request has no tools in this format's shape), ``parallel`` (False: parallel calls
       turned off), ``forced`` (the tool forced by name), ``echoes(request, add_call, add_result)`` (the
-      assistant calls it echoes back, in order, with their turn, and the ids its tool results answer).
+      assistant calls it echoes back, in order, with their turn, and the tool results it sends: their
+      call id, size and whether the tool failed). ``usage_asked`` (False: a streamed request that did
+      not ask for usage).
+    - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
+      fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
+      (genai-prices) name it, for a response whose URL names none they know; None for local models.
     - ``rewrite``: what the rewriter needs, or None.
     - ``websocket``: how it travels over a WebSocket (``WebSocketSupport``), or None. A format that
       only travels over WebSockets (OpenAI Realtime, Gemini Live) has no ``framings`` and no ``paths``.
@@ -115,6 +120,9 @@ class WireFormat:
     parallel: Callable = _none
     forced: Callable = _none
     echoes: Callable = _no_echoes
+    usage: Callable | None = None
+    provider: str | None = None
+    usage_asked: Callable = _none
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
     websocket: WebSocketSupport | None = None
     compiled_paths: tuple = ()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..ops import Finish, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import ContentBlockKeys
+from ..usage import UsageParts, dig
 from .base import (
     EventStreamDialect,
     RewriteSupport,
@@ -127,7 +128,8 @@ def _echoes(request: dict, add_call, add_result) -> None:
             use = block["toolUse"]
             add_call(use.get("toolUseId"), use.get("name"), use.get("input"), turn)
         elif type(block.get("toolResult")) is dict and type(block["toolResult"].get("toolUseId")) is str:
-            add_result(block["toolResult"]["toolUseId"])
+            outcome = block["toolResult"]
+            add_result(outcome["toolUseId"], outcome.get("content"), outcome.get("status") == "error")
 
 
 def _sniff(event, obj) -> bool:
@@ -136,6 +138,19 @@ def _sniff(event, obj) -> bool:
 
 def _sniff_message(obj: dict) -> bool:
     return type(obj.get("output")) is dict and "message" in obj["output"]
+
+
+def usage_parts(raw: dict) -> UsageParts:
+    """The ``metadata`` event's ``usage``: ``inputTokens`` leaves out the cached tokens, added here. Its
+    ``totalTokens`` is not compared: whether it counts them is not documented."""
+    read = dig(raw, "cacheReadInputTokens")
+    written = dig(raw, "cacheWriteInputTokens")
+    return {
+        "input": (dig(raw, "inputTokens"), read, written),
+        "output": (dig(raw, "outputTokens"),),
+        "cache_read": (read,),
+        "cache_write": (written,),
+    }
 
 
 FORMAT = WireFormat(
@@ -148,6 +163,8 @@ FORMAT = WireFormat(
     tools=_tools,
     forced=_forced,
     echoes=_echoes,
+    usage=usage_parts,
+    provider="aws",
     rewrite=RewriteSupport(
         key="contentBlockIndex", name_whole_in="contentBlockStart", keys=lambda purpose: _block_keys()
     ),

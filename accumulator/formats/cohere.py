@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
+from ..usage import UsageParts, dig
 from . import openai_chat
 from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str
 
@@ -123,6 +124,16 @@ def _sniff(event, obj) -> bool:
     return event.type in _EVENTS or (obj is not None and obj.get("type") in _EVENTS)
 
 
+def usage_parts(raw: dict) -> UsageParts:
+    """``message-end``'s usage: the billed units (what is paid for) where given, else the tokens used."""
+    counted = "billed_units" if type(raw.get("billed_units")) is dict else "tokens"
+    return {
+        "input": (dig(raw, f"{counted}.input_tokens"),),
+        "output": (dig(raw, f"{counted}.output_tokens"),),
+        "cache_read": (dig(raw, "cached_tokens"),),
+    }
+
+
 FORMAT = WireFormat(
     name="cohere-v2",
     dialect=CohereDialect,
@@ -134,5 +145,7 @@ FORMAT = WireFormat(
     parallel=openai_chat.request_parallel,
     forced=openai_chat.request_forced,
     echoes=openai_chat.request_echoes,
+    usage=usage_parts,
+    provider="cohere",
     rewrite=RewriteSupport(key="index", name_whole_in="tool-call-start", keys=lambda purpose: tool_keys),
 )

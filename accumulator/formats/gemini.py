@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..usage import UsageParts, dig
 from ..warnings import WarningLog
 from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, declare, message_blocks
 
@@ -220,8 +221,27 @@ def _echoes(request: dict, add_call, add_result) -> None:
         if type(part.get("functionCall")) is dict:
             call = part["functionCall"]
             add_call(call.get("id"), call.get("name"), call.get("args"), turn)
-        elif type(part.get("functionResponse")) is dict and type(part["functionResponse"].get("id")) is str:
-            add_result(part["functionResponse"]["id"])
+        elif type(part.get("functionResponse")) is dict:
+            answer = part["functionResponse"]
+            response = answer.get("response")
+            # By convention a failed tool's response holds "error" (the SDKs' automatic calling does so).
+            # The API's calls carry no id: a result is told by its name then.
+            failed = type(response) is dict and "error" in response
+            add_result(answer.get("id"), response, failed, answer.get("name"))
+
+
+def usage_parts(raw: dict) -> UsageParts:
+    """``usageMetadata`` (cumulative: the last wins). ``promptTokenCount`` includes the cached tokens;
+    the tool-use prompt is input too, and thoughts are output (``candidatesTokenCount`` leaves them out).
+    A count of 0 is left out of the JSON (proto3): the fields present are added up."""
+    thoughts = dig(raw, "thoughtsTokenCount")
+    return {
+        "input": (dig(raw, "promptTokenCount"), dig(raw, "toolUsePromptTokenCount")),
+        "output": (dig(raw, "candidatesTokenCount"), thoughts),
+        "cache_read": (dig(raw, "cachedContentTokenCount"),),
+        "reasoning": (thoughts,),
+        "total": (dig(raw, "totalTokenCount"),),
+    }
 
 
 FORMAT = WireFormat(
@@ -235,5 +255,7 @@ FORMAT = WireFormat(
     tools=_tools,
     forced=_forced,
     echoes=_echoes,
+    usage=usage_parts,
+    provider="google",
     rewrite=RewriteSupport(whole="a functionCall part"),
 )

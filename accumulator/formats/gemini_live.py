@@ -14,6 +14,7 @@ The client's evidence: ``toolResponse.functionResponses[].id`` answers calls; ``
 from __future__ import annotations
 
 from ..ops import Finish, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..usage import UsageParts, either
 from .base import JsonDialect, WebSocketSupport, WireFormat, as_dict, as_list, as_str
 from .gemini import FORMAT as GEMINI
 
@@ -133,11 +134,29 @@ def _ws_sniff(from_client: bool, obj: dict) -> bool:
     return "setupComplete" in obj or "setup_complete" in obj
 
 
+def usage_parts(raw: dict) -> UsageParts:
+    """Live's ``usageMetadata``: Gemini's, with ``responseTokenCount`` for the candidates, in either
+    spelling."""
+    thoughts = either(raw, "thoughtsTokenCount", "thoughts_token_count")
+    return {
+        "input": (
+            either(raw, "promptTokenCount", "prompt_token_count"),
+            either(raw, "toolUsePromptTokenCount", "tool_use_prompt_token_count"),
+        ),
+        "output": (either(raw, "responseTokenCount", "response_token_count"), thoughts),
+        "cache_read": (either(raw, "cachedContentTokenCount", "cached_content_token_count"),),
+        "reasoning": (thoughts,),
+        "total": (either(raw, "totalTokenCount", "total_token_count"),),
+    }
+
+
 FORMAT = WireFormat(
     name="gemini-live",
     dialect=GeminiLiveDialect,
     framings=(),
     tools=GEMINI.tools,  # setup.tools: Gemini's function declarations
+    usage=usage_parts,
+    provider="google",
     websocket=WebSocketSupport(
         paths=(r"BidiGenerateContent(Constrained)?$",), session=GeminiLiveSession, sniff=_ws_sniff
     ),

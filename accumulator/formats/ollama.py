@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
+from ..usage import UsageParts, dig
 from . import openai_chat
 from .base import JsonDialect, RewriteSupport, WireFormat, as_dict, as_int, as_list, as_str
 
@@ -80,6 +81,11 @@ def _sniff(event, obj) -> bool:
     return obj is not None and "done" in obj and ("message" in obj or "created_at" in obj)
 
 
+def usage_parts(raw: dict) -> UsageParts:
+    """The final object's counts (no cache counts)."""
+    return {"input": (dig(raw, "prompt_eval_count"),), "output": (dig(raw, "eval_count"),)}
+
+
 FORMAT = WireFormat(
     name="ollama-chat",
     dialect=OllamaChatDialect,
@@ -90,5 +96,6 @@ FORMAT = WireFormat(
     parallel=openai_chat.request_parallel,
     forced=openai_chat.request_forced,
     echoes=openai_chat.request_echoes,
+    usage=usage_parts,
     rewrite=RewriteSupport(whole="a line"),
 )

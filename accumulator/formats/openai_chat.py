@@ -21,6 +21,7 @@ from ..assembly import Assembly
 from ..framing import SseEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, FINAL, FRAGMENT, PASS
+from ..usage import UsageParts, dig
 from ..warnings import WarningLog
 from .base import (
     JsonDialect,
@@ -586,11 +587,31 @@ def request_echoes(request: dict, add_call, add_result) -> None:
                 function = as_dict(entry.get("function"))
                 add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
         if type(message.get("tool_call_id")) is str:
-            add_result(message["tool_call_id"])
+            add_result(message["tool_call_id"], message.get("content"), None)  # no failure flag in this shape
 
 
 def _sniff(event, obj) -> bool:
     return obj is not None and ("choices" in obj or obj.get("object") == "chat.completion.chunk")
+
+
+def usage_parts(raw: dict) -> UsageParts:
+    """Chat's usage (Groq's ``x_groq.usage`` too): ``prompt_tokens`` includes the cached ones."""
+    return {
+        "input": (dig(raw, "prompt_tokens"),),
+        "output": (dig(raw, "completion_tokens"),),
+        "cache_read": (dig(raw, "prompt_tokens_details.cached_tokens"),),
+        "cache_write": (dig(raw, "prompt_tokens_details.cache_write_tokens"),),
+        "reasoning": (dig(raw, "completion_tokens_details.reasoning_tokens"),),
+        "total": (dig(raw, "total_tokens"),),
+    }
+
+
+def usage_asked(request: dict) -> bool | None:
+    """False for a streamed request without ``stream_options.include_usage``: no usage chunk comes."""
+    if request.get("stream") is not True:
+        return None
+    options = request.get("stream_options")
+    return type(options) is dict and options.get("include_usage") is True
 
 
 FORMAT = WireFormat(
@@ -606,6 +627,9 @@ FORMAT = WireFormat(
     parallel=request_parallel,
     forced=request_forced,
     echoes=request_echoes,
+    usage=usage_parts,
+    provider="openai",
+    usage_asked=usage_asked,
     rewrite=RewriteSupport(
         key="id and index",
         keys=lambda purpose: IndexKeys() if purpose == "interleave" else CallKeys(),

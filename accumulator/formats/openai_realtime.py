@@ -17,6 +17,7 @@ Several responses may run on one session (out-of-band responses): each event goe
 from __future__ import annotations
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, Usage
+from ..usage import UsageParts, dig
 from .base import WebSocketSupport, WireFormat, as_dict, as_str
 from .openai_responses import FORMAT as RESPONSES
 from .openai_responses import ResponsesDialect
@@ -136,6 +137,16 @@ def _ws_sniff(from_client: bool, obj: dict) -> bool:
     return not from_client and "event_id" in obj and type(kind) is str and kind.startswith("response.")
 
 
+def usage_parts(raw: dict) -> UsageParts:
+    """``response.done``'s ``response.usage``: ``input_tokens`` includes the cached ones."""
+    return {
+        "input": (dig(raw, "input_tokens"),),
+        "output": (dig(raw, "output_tokens"),),
+        "cache_read": (dig(raw, "input_token_details.cached_tokens"),),
+        "total": (dig(raw, "total_tokens"),),
+    }
+
+
 FORMAT = WireFormat(
     name="openai-realtime",
     dialect=RealtimeDialect,
@@ -143,6 +154,8 @@ FORMAT = WireFormat(
     # session.update's session: flat function declarations and a tool choice, as in Responses.
     tools=RESPONSES.tools,
     forced=RESPONSES.forced,
+    usage=usage_parts,
+    provider="openai",
     # Its call events have the Responses shape (output items, output_index): the same rewriter reads them.
     websocket=WebSocketSupport(
         paths=(r"/realtime$",), session=RealtimeSession, sniff=_ws_sniff, rewrite_as="openai-responses"

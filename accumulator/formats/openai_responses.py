@@ -17,6 +17,7 @@ import zlib
 
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
+from ..usage import UsageParts, dig
 from ..warnings import WarningLog
 from .base import (
     JsonDialect,
@@ -255,7 +256,7 @@ def _echoes(request: dict, add_call, add_result) -> None:
         if kind == "function_call":
             add_call(item.get("call_id"), item.get("name"), item.get("arguments"), turn)
         elif kind == "function_call_output" and type(item.get("call_id")) is str:
-            add_result(item["call_id"])
+            add_result(item["call_id"], item.get("output"), None)  # no failure flag in this shape
 
 
 # -- over a WebSocket ----------------------------------------------------------------------------------------
@@ -327,6 +328,18 @@ def _sniff_message(obj: dict) -> bool:
     return (obj.get("object") or obj.get("type")) == "response"
 
 
+def usage_parts(raw: dict) -> UsageParts:
+    """The response's ``usage``: ``input_tokens`` includes the cached ones."""
+    return {
+        "input": (dig(raw, "input_tokens"),),
+        "output": (dig(raw, "output_tokens"),),
+        "cache_read": (dig(raw, "input_tokens_details.cached_tokens"),),
+        "cache_write": (dig(raw, "input_tokens_details.cache_write_tokens"),),
+        "reasoning": (dig(raw, "output_tokens_details.reasoning_tokens"),),
+        "total": (dig(raw, "total_tokens"),),
+    }
+
+
 FORMAT = WireFormat(
     name="openai-responses",
     dialect=ResponsesDialect,
@@ -338,6 +351,8 @@ FORMAT = WireFormat(
     parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
     forced=lambda request: forced_by_type(request, "function"),
     echoes=_echoes,
+    usage=usage_parts,
+    provider="openai",
     rewrite=RewriteSupport(
         key="output_index",
         name_whole_in="response.output_item.added",

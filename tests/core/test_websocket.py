@@ -340,7 +340,7 @@ def test_a_realtime_response_done_gives_the_id_usage_and_a_failure_with_its_erro
     wire.server(rt("response.done", response={"id": "R3", "status": "failed"}))
     by_id = {r["response_id"]: r for r in wire.finish()}  # settled in their own order: R1 awaited evidence
     first, second, third = by_id["R1"], by_id["R2"], by_id["R3"]
-    assert first["usage"] == usage and first["complete"]
+    assert first["usage"]["provider"] == usage and first["complete"]
     assert first["choices"][0]["finish_reason"] == "completed"
     (problem,) = [w for w in second["warnings"] if w["code"] == "provider-error"]
     assert problem["error"] == error and "try later" in problem["message"]
@@ -464,7 +464,7 @@ def test_gemini_live_reads_binary_frames_a_batch_of_calls_and_a_cancellation():
     assert first["websocket"]["evidence"] == {"answered": ["f1", "f2"], "unanswered": [], "cancelled": ["f2"]}
     assert [(w["code"], w["id"]) for w in first["warnings"]] == [("cancelled-call-answered", "f2")]
     assert first["compatibility"] and all(v["verdict"] == "n/a" for v in first["compatibility"].values())
-    assert second["choices"][0]["text"] == "Done." and second["usage"] == {"totalTokenCount": 9}
+    assert second["choices"][0]["text"] == "Done." and second["usage"]["provider"] == {"totalTokenCount": 9}
 
 
 def _live_keys(obj, snake: bool):
@@ -509,7 +509,7 @@ def test_gemini_live_keeps_thoughts_text_transcripts_usage_and_each_batch_in_ord
         "Sure. Said aloud.",
         "turn_complete",
     )
-    assert first["usage"] == {"total_token_count" if snake else "totalTokenCount": 5} and first["complete"]
+    assert first["usage"]["provider"] == {"total_token_count" if snake else "totalTokenCount": 5} and first["complete"]
     assert calls(second) == [("a", "one", '{"n":1}'), ("b", "two", "{}"), ("d", "four", "{}")]
     assert [c["index"] for c in second["choices"][0]["tool_calls"]] == [0, 1, 2]
     assert second["choices"][0]["finish_reason"] == "tool_call" and second["complete"]
@@ -554,7 +554,7 @@ def test_gemini_live_settles_calls_at_the_users_next_turn_and_reads_usage_sent_a
     send({"usageMetadata": {"totalTokenCount": 4}})  # while the response runs: its usage
     send({"serverContent": {"turnComplete": True}})
     _, second = wire.finish()
-    assert second["usage"] == {"total_token_count" if snake else "totalTokenCount": 4}
+    assert second["usage"]["provider"] == {"total_token_count" if snake else "totalTokenCount": 4}
 
 
 def test_gemini_live_flags_a_dropped_call_and_an_unknown_answer():

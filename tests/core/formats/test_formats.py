@@ -181,7 +181,7 @@ def test_reference_example_reconstructs(name, format, finish):
     arguments = [json.loads(c[2]) for c in all_calls(result)]
     assert arguments == [{"city": "Paris"}, {"tz": "Europe/Paris"}]
     assert result["choices"][0]["finish_reason"] == finish
-    assert result["usage"]
+    assert result["usage"]["provider"]
 
 
 def test_examples_keep_text_and_reasoning():
@@ -190,12 +190,12 @@ def test_examples_keep_text_and_reasoning():
     assert anthropic["choices"][0]["text"] == "Checking both now."
     responses = analyze((DATA / "openai_responses_parallel.sse").read_bytes(), "openai-responses")
     assert responses["choices"][0]["reasoning"] == "**Planning two lookups**"
-    assert responses["model"] == "gpt-5-2025-08-07" and responses["usage"]["total_tokens"] == 155
+    assert responses["model"] == "gpt-5-2025-08-07" and responses["usage"]["provider"]["total_tokens"] == 155
     cohere = analyze((DATA / "cohere_v2_parallel.sse").read_bytes(), "cohere-v2")
     assert cohere["choices"][0]["reasoning"] == "I will look up the weather and the time."
     ollama = analyze((DATA / "ollama_chat_parallel.ndjson").read_bytes(), "ollama-chat")
     assert ollama["choices"][0]["reasoning"] == "User wants weather and time."
-    assert ollama["usage"]["eval_count"] == 58 and ollama["model"] == "qwen3:8b"
+    assert ollama["usage"]["provider"]["eval_count"] == 58 and ollama["model"] == "qwen3:8b"
     gemini = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini")
     assert gemini["choices"][0]["reasoning"].startswith("**Planning lookups**")
     assert [c[0] for c in all_calls(gemini)] == ["call_4162774", "call_4162775"]
@@ -579,7 +579,7 @@ def test_a_whole_bedrock_converse_message_keeps_its_reasoning_text_calls_in_plac
         ("t1", "get_weather", {"city": "Paris"}, 4),
         ("t2", "get_time", {"tz": "CET"}, 6),
     ]
-    assert result["usage"] == message["usage"] and result["complete"] and result["warnings"] == []
+    assert result["usage"]["provider"] == message["usage"] and result["complete"] and result["warnings"] == []
 
 
 def test_bedrock_tools_are_declared_by_tool_spec_or_system_tool_and_odd_entries_are_skipped():
@@ -621,7 +621,7 @@ def test_a_whole_responses_response_keeps_reasoning_text_refusal_calls_in_place_
         ("call_1", "one", '{"a":1}', 3),
         ("fc_2", "two", "{}", 5),  # no call_id: the item's id
     ]
-    assert (result["model"], result["response_id"], result["usage"]) == ("gpt-x", "resp_1", response["usage"])
+    assert (result["model"], result["response_id"], result["usage"]["provider"]) == ("gpt-x", "resp_1", response["usage"])
     assert choice["finish_reason"] == "incomplete"
     failed = {"object": "response", "status": "failed", "error": {"code": "server_error"}, "output": []}
     result = analyze_message(json.dumps(failed).encode(), "openai-responses")
@@ -713,14 +713,14 @@ def test_a_whole_message_keeps_reasoning_text_calls_in_place_usage_and_finish(fo
     assert [
         (c["id"], c["name"], json.loads(c["arguments"]), c["index"]) for c in choice["tool_calls"]
     ] == calls
-    assert result["usage"] == body["usage"] and result["response_id"] == body["id"]
+    assert result["usage"]["provider"] == body["usage"] and result["response_id"] == body["id"]
     assert result["model"] == body.get("model") and result["warnings"] == []
 
 
 def test_anthropic_message_start_names_the_model_id_and_usage_and_a_restart_says_which_messages():
     result = analyze(anthropic_stream(SEQUENTIAL_STEPS), "anthropic-messages")
     assert (result["model"], result["response_id"]) == ("claude-test", "msg_1")
-    assert result["usage"]["input_tokens"] == 5 and result["usage"]["output_tokens"] == 40
+    assert result["usage"]["provider"]["input_tokens"] == 5 and result["usage"]["provider"]["output_tokens"] == 40
     # Sent twice before any block: the same message; the warning says so and names it.
     events = anthropic_events(SEQUENTIAL_STEPS)
     events.insert(1, events[0])
@@ -765,7 +765,7 @@ def test_a_cohere_stream_keeps_its_id_plan_thinking_text_calls_usage_and_an_erro
     )  # fmt: skip
     result = analyze(body, "cohere-v2")
     [choice] = result["choices"]
-    assert result["response_id"] == "co_9" and result["usage"] == {"tokens": {"output_tokens": 2}}
+    assert result["response_id"] == "co_9" and result["usage"]["provider"] == {"tokens": {"output_tokens": 2}}
     assert (choice["reasoning"], choice["text"], choice["finish_reason"]) == ("Plan. Hm.", "Hi", "ERROR")
     assert [(c["id"], c["name"], c["arguments"], c["index"]) for c in choice["tool_calls"]] == [
         ("c1", "one", "{}", 1)
@@ -840,7 +840,7 @@ def test_an_ollama_stream_keeps_text_calls_by_their_events_the_model_once_usage_
         3,
         3,
     )
-    assert result["model"] == "m1" and result["usage"] == {"eval_count": 7}
+    assert result["model"] == "m1" and result["usage"]["provider"] == {"eval_count": 7}
     (error,) = [w for w in result["warnings"] if w["code"] == "provider-error"]
     assert error["event"] == 4 and "model overloaded" in error["message"]
     message = analyze_message(

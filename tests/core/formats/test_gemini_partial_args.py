@@ -144,7 +144,7 @@ def test_candidates_keep_their_own_calls_thoughts_and_ends():
         ("b_three", {"z": 1}, 2),
     ]
     assert second["finish_reason"] == "MAX_TOKENS"
-    assert (result["model"], result["response_id"], result["usage"]) == ("g-1", "r1", {"totalTokenCount": 9})
+    assert (result["model"], result["response_id"], result["usage"]["provider"]) == ("g-1", "r1", {"totalTokenCount": 9})
     assert [w["code"] for w in result["warnings"]] == ["malformed-event"]
 
 

@@ -350,7 +350,7 @@ def test_model_response_id_and_usage_from_the_empty_choices_chunk():
     result = run((DATA / "openai_chat_parallel.sse").read_bytes())
     assert result["model"] == "gpt-4.1-2025-04-14"
     assert result["response_id"] == "chatcmpl-B9xQ2pLhRz7kVw3"
-    assert result["usage"]["total_tokens"] == 134
+    assert result["usage"]["provider"]["total_tokens"] == 134
 
 
 def test_groq_usage_in_x_groq():
@@ -360,7 +360,7 @@ def test_groq_usage_in_x_groq():
             choice(0, "tool_calls"), x_groq={"id": "req_1", "usage": {"prompt_tokens": 5, "total_tokens": 9}}
         ),
     )
-    assert run(body)["usage"] == {"prompt_tokens": 5, "total_tokens": 9}
+    assert run(body)["usage"]["provider"] == {"prompt_tokens": 5, "total_tokens": 9}
 
 
 def test_azure_prompt_filter_chunk_is_accepted_without_complaint():

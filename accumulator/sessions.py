@@ -1,0 +1,385 @@
+"""Agent sessions: the responses of one agent run, grouped, turn by turn.
+
+A response joins a session, in this order of trust:
+
+1. the session header its request carries (Claude Code's ``x-claude-code-session-id``, Codex's
+   ``session-id``, opencode's ``x-session-id``; read from the agents' own requests);
+2. its WebSocket connection: every response of one connection is one session (unless 1 said otherwise);
+3. its request's ``previous_response_id`` (Responses), naming a response of the session;
+4. the conversation its request carries: it echoes or answers the calls of an earlier response (the
+   echo check's ``earlier_flows``, ``accumulator.echo``);
+
+and otherwise opens a session of its own (the first turn of a run, or traffic of no agent). Each
+response is a turn of its session, numbered in order of arrival. Across turns the session keeps what
+repeats: the same call (same name, same arguments) made ``loop_after`` times is a ``tool-call-loop``.
+
+Sans-IO: the front doors (the addon live, the CLI on dumps) hand over each response's result with its
+flow's facts; ``place`` adds the result's ``session`` and its loop warnings. Bounded: the oldest session
+goes beyond ``max_sessions``, the oldest turns of a session beyond ``max_turns``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+from .result import add_warnings
+
+# Request headers that name an agent run, as the agents send them (lower case).
+SESSION_HEADERS = ("x-claude-code-session-id", "session-id", "x-session-id")
+DEFAULT_LOOP_AFTER = 3
+MAX_SESSIONS = 1_000
+MAX_TURNS = 1_000
+MAX_RESPONSE_IDS = 10_000
+_SHORT = 80  # a call's arguments as a turn shows them
+_DISTINCT_CALLS = 10_000  # distinct calls a session counts for loops
+
+
+@dataclass
+class Session:
+    id: str
+    by: str  # how its first turn was told: "header NAME", "websocket connection", "new"
+    turns: list[dict] = field(default_factory=list)  # each turn's summary, oldest first (``summary``)
+    count: int = 0  # turns placed, the dropped ones included
+    calls: dict[tuple, list[int]] = field(default_factory=dict)  # (name, arguments) -> its turns
+
+
+class Sessions:
+    def __init__(
+        self,
+        loop_after: int = DEFAULT_LOOP_AFTER,
+        max_sessions: int = MAX_SESSIONS,
+        max_turns: int = MAX_TURNS,
+    ) -> None:
+        self.loop_after = loop_after
+        self.max_sessions = max_sessions
+        self.max_turns = max_turns
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._by_flow: OrderedDict[str, str] = OrderedDict()  # flow id -> session id
+        self._by_response: OrderedDict[str, str] = OrderedDict()  # response id -> session id
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def of_flow(self, flow_id: str) -> Session | None:
+        session_id = self._by_flow.get(flow_id)
+        return self._sessions.get(session_id) if session_id is not None else None
+
+    def all(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def record(self, session: Session) -> dict:
+        """The session as JSON (``session_record``), its loops by this registry's threshold."""
+        return session_record(session, self.loop_after)
+
+    def place(
+        self,
+        result: dict,
+        flow_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        previous_response_id: str | None = None,
+        tool_results: list[dict] | None = None,
+        connection: bool = False,
+        time: float | None = None,
+    ) -> dict:
+        """Put one response in its session, as its next turn: sets ``result["session"]`` and adds a
+        ``tool-call-loop`` warning per call the session has now made ``loop_after`` times or more.
+        ``headers``: its request's (mitmproxy's Headers: any case); ``previous_response_id``: the response
+        its request follows (Responses); ``tool_results``:
+        what the request sent back (``accumulator.echo.tool_results``); ``connection``: the flow is a
+        WebSocket connection (its responses share a session); ``time``: when it was asked (epoch
+        seconds)."""
+        session, by = self._find(result, flow_id, headers, previous_response_id, connection)
+        session.count += 1
+        turn = session.count
+        self._sessions.move_to_end(session.id)
+        self._by_flow[flow_id] = session.id
+        self._by_flow.move_to_end(flow_id)
+        while len(self._by_flow) > self.max_sessions * 4:
+            self._by_flow.popitem(last=False)
+        if type(result.get("response_id")) is str:
+            self._by_response[result["response_id"]] = session.id
+            while len(self._by_response) > MAX_RESPONSE_IDS:
+                self._by_response.popitem(last=False)
+        add_warnings(result, self._loops(session, result, turn))
+        result["session"] = {"id": session.id, "turn": turn, "by": by, "tool_results": tool_results or []}
+        session.turns.append(summary(result, flow_id, time))
+        if len(session.turns) > self.max_turns:
+            del session.turns[0]
+        return result["session"]
+
+    def _find(self, result, flow_id, headers, previous, connection) -> tuple[Session, str]:
+        named = _header(headers)
+        if named is not None:
+            name, value = named
+            return self._session(value, f"header {name}"), f"header {name}"
+        if connection and flow_id in self._by_flow:
+            found = self._sessions.get(self._by_flow[flow_id])
+            if found is not None:
+                return found, "websocket connection"
+        if type(previous) is str and previous in self._by_response:
+            found = self._sessions.get(self._by_response[previous])
+            if found is not None:
+                return found, "previous_response_id"
+        evidence = result.get("evidence") or {}
+        for earlier in reversed(evidence.get("earlier_flows") or ()):
+            found = self.of_flow(earlier)
+            if found is not None:
+                return found, f"the conversation of flow {earlier}"
+        # The first turn of a run (or of a connection): a session named after its first flow.
+        session_id = flow_id if flow_id not in self._sessions else f"{flow_id}#{len(self._sessions)}"
+        by = "websocket connection" if connection else "new"
+        return self._session(session_id, by), by
+
+    def _session(self, session_id: str, by: str) -> Session:
+        found = self._sessions.get(session_id)
+        if found is None:
+            found = self._sessions[session_id] = Session(session_id, by)
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        return found
+
+    def _loops(self, session: Session, result: dict, turn: int) -> list[dict]:
+        warnings = []
+        for choice in result.get("choices") or ():
+            for call in choice["tool_calls"]:
+                key = (call["name"], _canonical(call["arguments"]))
+                turns = session.calls.get(key)
+                if turns is None:
+                    if len(session.calls) >= _DISTINCT_CALLS:
+                        continue
+                    turns = session.calls[key] = []
+                turns.append(turn)
+                if len(turns) >= self.loop_after:
+                    shown = _short(call["arguments"], 200)
+                    warnings.append(
+                        {
+                            "code": "tool-call-loop",
+                            "message": f"{call['name']}({shown}) made {len(turns)} times in this session "
+                            f"(turns {', '.join(map(str, turns[-10:]))}): the agent may be looping",
+                            "name": call["name"],
+                            "arguments": shown,
+                            "times": len(turns),
+                            "turns": turns[-10:],
+                        }
+                    )
+        return warnings
+
+
+def summary(result: dict, flow_id: str, time: float | None) -> dict:
+    """What a session view shows of one turn."""
+    usage = result["usage"]
+    cost = result.get("cost")
+    websocket = result.get("websocket") or {}
+    return {
+        "turn": result["session"]["turn"],
+        "flow_id": flow_id,
+        "position": websocket.get("position"),
+        # Over a WebSocket the connection already said which calls the client answered (or null: it
+        # said nothing, the connection ended first); over HTTP the next turn's request says it.
+        "websocket_evidence": websocket.get("evidence") if websocket else None,
+        "prewarm": bool(websocket.get("prewarm")),
+        "time": time,
+        "model": result.get("model"),
+        "complete": result["complete"],
+        "calls": [
+            {"id": call["id"], "name": call["name"], "arguments": _short(call["arguments"], _SHORT)}
+            for choice in result.get("choices") or ()
+            for call in choice["tool_calls"]
+        ],
+        "tool_results": result["session"]["tool_results"],
+        "input": usage["input"],
+        "output": usage["output"],
+        "cache_read": usage["cache_read"],
+        "cost": cost["total"] if cost else None,
+        "warnings": [w["code"] for w in result["warnings"]],
+    }
+
+
+def _header(headers: Mapping[str, str] | None) -> tuple[str, str] | None:
+    if not headers:
+        return None
+    for name in SESSION_HEADERS:
+        value = headers.get(name)
+        if isinstance(value, str) and value.strip():
+            return name, value.strip()
+    return None
+
+
+def _canonical(arguments) -> str:
+    """A call's arguments, the same for the same object however it was spaced or ordered."""
+    text = arguments if type(arguments) is str else orjson.dumps(arguments).decode()
+    try:
+        return orjson.dumps(orjson.loads(text), option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _short(arguments, limit: int) -> str:
+    text = arguments if type(arguments) is str else orjson.dumps(arguments).decode()
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> dict:
+    """A session as JSON: its turns (each call with what the later turns sent back for it), its totals,
+    the calls it made ``loop_after`` times or more, and its calls never answered."""
+    turns = [dict(turn, calls=[dict(call) for call in turn["calls"]]) for turn in session.turns]
+    unanswered = []
+    used: set[tuple[int, int]] = set()  # (turn, position) of the results matched by name
+    for n, turn in enumerate(turns):
+        later = turns[n + 1 :]
+        told = turn["websocket_evidence"]
+        for call in turn["calls"]:
+            if turn["position"] is not None:  # a WebSocket response: its connection's evidence
+                answer = None
+                if told is None or not call["id"]:
+                    call["answered"] = None
+                elif call["id"] in told["answered"]:
+                    answer = {"id": call["id"], "size": None, "error": None, "turn": None}
+                    call["answered"] = True
+                else:
+                    call["answered"] = None if call["id"] in told.get("cancelled", ()) else False
+            else:
+                answer = _answer_of(call, later if call["id"] else later[:1], used)
+                # Never answered: a later turn came and none sent a result for it (a call without an id is
+                # told by its name, in the next turn only; one with neither cannot be told).
+                told_apart = call["id"] or call["name"]
+                call["answered"] = True if answer else (None if not later or not told_apart else False)
+            call["result"] = answer
+            if call["answered"] is False:
+                unanswered.append({"turn": turn["turn"], "id": call["id"], "name": call["name"]})
+    costs = [t["cost"] for t in turns if t["cost"] is not None]
+    return {
+        "id": session.id,
+        "by": session.by,
+        "turns": turns,
+        "turns_dropped": session.count - len(turns),
+        "totals": {
+            "turns": session.count,
+            "calls": sum(len(t["calls"]) for t in turns),
+            "input": sum(t["input"] or 0 for t in turns),
+            "output": sum(t["output"] or 0 for t in turns),
+            "cache_read": sum(t["cache_read"] or 0 for t in turns),
+            # Each response priced on its own, then added up (prices can be tiered per request).
+            "cost": round(sum(costs), 10) if costs else None,
+            "unpriced_turns": len(turns) - len(costs),
+        },
+        "loops": [
+            {"name": name, "arguments": _short(arguments, _SHORT), "times": len(ts), "turns": ts[-10:]}
+            for (name, arguments), ts in session.calls.items()
+            if len(ts) >= loop_after
+        ],
+        "unanswered": unanswered,
+    }
+
+
+def _answer_of(call: dict, later: list[dict], used: set) -> dict | None:
+    """The result a later turn sent for this call: by id; for a call without one (Gemini), the first
+    result of the same name not yet taken."""
+    for turn in later:
+        for position, sent in enumerate(turn["tool_results"]):
+            if call["id"]:
+                if sent["id"] == call["id"]:
+                    return dict(sent, turn=turn["turn"])
+            elif sent.get("name") == call["name"] and (turn["turn"], position) not in used:
+                used.add((turn["turn"], position))
+                return dict(sent, turn=turn["turn"])
+    return None
+
+
+def context_chart(values: list[int | None]) -> str:
+    """Input tokens turn over turn (the context growing) as one line of bars; a gap where unknown."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return ""
+    top = max(known) or 1
+    return "".join(
+        " " if v is None else _BARS[min(len(_BARS) - 1, v * len(_BARS) // (top + 1))] for v in values
+    )
+
+
+def format_session(record: dict) -> str:
+    """A session (``session_record``) as text a person reads, turn by turn."""
+    totals = record["totals"]
+    cost = "cost unknown" if totals["cost"] is None else f"${totals['cost']:.6f}"
+    if totals["cost"] is not None and totals["unpriced_turns"]:
+        cost += f" ({totals['unpriced_turns']} turn(s) unpriced)"
+    head = (
+        f"== session {record['id']} ({record['by']}): {totals['turns']} turn(s), {totals['calls']} call(s), "
+        f"tokens in {totals['input']} (cached {totals['cache_read']}), out {totals['output']}, {cost} =="
+    )
+    lines = [head]
+    chart = context_chart([t["input"] for t in record["turns"]])
+    if chart:
+        lines.append(f"  context (input tokens per turn): {chart}")
+    if record["turns_dropped"]:
+        lines.append(f"  ({record['turns_dropped']} earliest turn(s) no longer kept)")
+    for turn in record["turns"]:
+        head = f"  turn {turn['turn']}"
+        if turn["time"] is not None:
+            head += f"  {_clock(turn['time'])}"
+        head += f"  {turn['model'] or '?'}  flow {turn['flow_id'][:8]}"
+        if turn["position"] is not None:
+            head += f" response {turn['position']}"
+        if turn["prewarm"]:
+            head += " (prewarm)"
+        if not turn["complete"]:
+            head += " INCOMPLETE"
+        lines.append(head)
+        for call in turn["calls"]:
+            lines.append(f"    call {call['name'] or '?'}({call['arguments']}) -> {_answer(call)}")
+        tokens = "tokens: " + (
+            "unknown"
+            if turn["input"] is None and turn["output"] is None
+            else f"in {_n(turn['input'])}"
+            + (f" (cached {turn['cache_read']})" if turn["cache_read"] else "")
+            + f", out {_n(turn['output'])}"
+        )
+        tokens += "; cost " + ("unknown" if turn["cost"] is None else f"${turn['cost']:.6f}")
+        lines.append(f"    {tokens}")
+        if turn["warnings"]:
+            lines.append(f"    warnings: {', '.join(dict.fromkeys(turn['warnings']))}")
+    for loop in record["loops"]:
+        lines.append(
+            f"  LOOP: {loop['name']}({loop['arguments']}) made {loop['times']} times "
+            f"(turns {', '.join(map(str, loop['turns']))})"
+        )
+    for call in record["unanswered"]:
+        lines.append(f"  NEVER ANSWERED: {call['name']} (id {call['id']}) of turn {call['turn']}")
+    return "\n".join(lines)
+
+
+def _answer(call: dict) -> str:
+    if call["answered"] is None:
+        return "not answered yet" if call["id"] else "(no id: not matched)"
+    if call["answered"] is False:
+        return "NEVER ANSWERED"
+    result = call["result"]
+    if result["size"] is None:
+        return "answered"
+    state = {True: "ERROR", False: "ok", None: "sent"}[result["error"]]
+    return f"result {_size(result['size'])} {state} (turn {result['turn']})"
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _clock(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%H:%M:%S")
