@@ -306,7 +306,7 @@ def context_chart(values: list[int | None]) -> str:
         return ""
     top = max(known) or 1
     return "".join(
-        " " if v is None else _BARS[min(len(_BARS) - 1, v * len(_BARS) // (top + 1))] for v in values
+        " " if v is None else _BARS[min(len(_BARS) - 1, v * len(_BARS) // top)] for v in values
     )
 
 
