@@ -46,6 +46,7 @@ class Session:
     turns: list[dict] = field(default_factory=list)  # each turn's summary, oldest first (``summary``)
     count: int = 0  # turns placed, the dropped ones included
     calls: dict[tuple, list[int]] = field(default_factory=dict)  # (name, arguments) -> its turns
+    opened: int = 0  # in which order the sessions began
 
 
 class Sessions:
@@ -61,6 +62,7 @@ class Sessions:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._by_flow: OrderedDict[str, str] = OrderedDict()  # flow id -> session id
         self._by_response: OrderedDict[str, str] = OrderedDict()  # response id -> session id
+        self._opened = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -73,7 +75,8 @@ class Sessions:
         return self._sessions.get(session_id) if session_id is not None else None
 
     def all(self) -> list[Session]:
-        return list(self._sessions.values())
+        """The sessions kept, in the order they began."""
+        return sorted(self._sessions.values(), key=lambda session: session.opened)
 
     def record(self, session: Session) -> dict:
         """The session as JSON (``session_record``), its loops by this registry's threshold."""
@@ -142,7 +145,8 @@ class Sessions:
     def _session(self, session_id: str, by: str) -> Session:
         found = self._sessions.get(session_id)
         if found is None:
-            found = self._sessions[session_id] = Session(session_id, by)
+            self._opened += 1
+            found = self._sessions[session_id] = Session(session_id, by, opened=self._opened)
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
         return found

@@ -72,7 +72,7 @@ def test_stream_callable_returns_every_chunk_unchanged_and_annotates(lens):
     assert all(a is b for a, b in zip(received, sent, strict=False)) and len(received) == len(sent) + 1
     assert received[-1] == b""
     result = flow.metadata["toolcall_lens"]
-    # What the addon adds to the core's result: the cost and the session (tests/frontdoors/test_sessions.py).
+    # What the addon adds to the core's result: the cost and the session (tests/frontdoors/test_sessions_and_cost.py).
     added = {"cost", "cost_note", "session"}
     assert {k: v for k, v in without_timing(result).items() if k not in added} == without_timing(
         analyze(PRODUCTION, request=REQUEST)

@@ -1,0 +1,233 @@
+"""Sessions, tokens and cost through the front doors: the addon under mitmproxy's test harness (taddons,
+tflow; its options, hooks, JSONL, command and content view) and the CLI on dumps and raw captures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from genai_prices import Usage, calc_price
+from mitmproxy import contentviews, exceptions
+from mitmproxy import io as mio
+from mitmproxy.test import taddons, tflow
+from schemas import check_result
+from streams import call, chunk, sse, tool_chunk
+
+import addon as addon_module
+from accumulator.cli import main
+
+USAGE = {
+    "prompt_tokens": 1200,
+    "completion_tokens": 80,
+    "total_tokens": 1280,
+    "prompt_tokens_details": {"cached_tokens": 1000},
+}
+
+
+def stream(calls: list[tuple[str, str, str]], model: str = "gpt-4o") -> bytes:
+    """A Chat stream making these calls (id, name, arguments), then its usage chunk."""
+    events = [
+        {**tool_chunk(call(n, i, name, args)), "model": model} for n, (i, name, args) in enumerate(calls)
+    ]
+    events.append(
+        {
+            **chunk({"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}),
+            "model": model,
+        }
+    )
+    events.append({**chunk(), "choices": [], "usage": USAGE, "model": model})
+    return sse(*events)
+
+
+def request(turns: list[list[tuple[str, str, str]]], answer: str = "ok") -> dict:
+    messages: list[dict] = [{"role": "user", "content": "go"}]
+    for calls in turns:
+        messages.append(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                    for i, n, a in calls
+                ],
+            }
+        )
+        messages += [{"role": "tool", "tool_call_id": i, "content": answer} for i, _, _ in calls]
+    return {
+        "model": "gpt-4o",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": messages,
+    }
+
+
+def flow_of(lens, body: bytes, req: dict, headers: dict | None = None, host: str = "api.openai.com"):
+    """One flow through the addon's hooks, as mitmproxy calls them."""
+    flow = tflow.tflow(resp=True)
+    flow.request.method = "POST"
+    flow.request.host = host
+    flow.request.path = "/v1/chat/completions"
+    flow.request.content = json.dumps(req).encode()
+    for name, value in (headers or {}).items():
+        flow.request.headers[name] = value
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    lens.request(flow)
+    lens.responseheaders(flow)
+    for start in range(0, len(body), 64):
+        flow.response.stream(body[start : start + 64])
+    flow.response.stream(b"")
+    flow.response.raw_content = body
+    lens.response(flow)
+    return flow
+
+
+@pytest.fixture
+def lens():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        lens.tctx = tctx
+        yield lens
+
+
+SEARCH = ("call_1", "search", '{"q": "rbi"}')
+
+
+def test_each_flow_names_its_session_and_turn_in_its_result_and_jsonl_record(lens, tmp_path):
+    jsonl = tmp_path / "llm.jsonl"
+    lens.tctx.configure(lens, toolcall_lens_jsonl=str(jsonl))
+    first = flow_of(lens, stream([SEARCH]), request([]), {"x-claude-code-session-id": "run-A"})
+    other = flow_of(lens, stream([]), request([]))  # another agent, no header: a session of its own
+    second = flow_of(lens, stream([]), request([[SEARCH]]), {"x-claude-code-session-id": "run-A"})
+    results = [f.metadata["toolcall_lens"] for f in (first, other, second)]
+    for result in results:
+        check_result(result)
+    assert [(r["session"]["id"], r["session"]["turn"]) for r in results] == [
+        ("run-A", 1),
+        (other.id, 1),
+        ("run-A", 2),
+    ]
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [(r["session"], r["turn"]) for r in records] == [("run-A", 1), (other.id, 1), ("run-A", 2)]
+    assert records[2]["result"]["session"]["tool_results"] == [{"id": "call_1", "size": 2, "error": None}]
+
+
+def test_each_flow_carries_its_tokens_and_the_librarys_cost(lens):
+    result = flow_of(lens, stream([SEARCH]), request([])).metadata["toolcall_lens"]
+    usage = result["usage"]
+    assert (usage["input"], usage["output"], usage["cache_read"]) == (1200, 80, 1000)
+    expected = calc_price(
+        Usage(input_tokens=1200, output_tokens=80, cache_read_tokens=1000), "gpt-4o", provider_id="openai"
+    )
+    assert result["cost"]["total"] == pytest.approx(float(expected.total_price))
+    assert result["cost"]["price"]["provider"] == "openai" and result["cost"]["price"]["model"] == "gpt-4o"
+
+
+def test_an_unknown_model_gets_no_cost_and_says_why_and_a_price_file_prices_it(lens, tmp_path):
+    unpriced = flow_of(lens, stream([], model="house-model-7"), request([])).metadata["toolcall_lens"]
+    assert unpriced["cost"] is None and "house-model-7" in unpriced["cost_note"]
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"house-model-7": {"input_mtok": 2, "output_mtok": 10}}))
+    lens.tctx.configure(lens, toolcall_lens_prices=str(prices))
+    priced = flow_of(lens, stream([], model="house-model-7"), request([])).metadata["toolcall_lens"]
+    assert priced["cost"]["total"] == pytest.approx((1200 * 2 + 80 * 10) / 1e6)
+    assert priced["cost"]["price"]["source"] == f"price file {prices}"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{not json", "is not JSON"),
+        ('{"m": {"input_mtok": 1}}', "output_mtok missing"),
+        ('{"m": {"input_mtok": 1, "output_mtok": -2}}', "not a price"),
+        ('{"m": {"input_mtok": 1, "output_mtok": 2, "per_call": 3}}', "unknown key(s) per_call"),
+    ],
+)
+def test_a_bad_price_file_is_refused_at_set_time_with_what_is_wrong(lens, tmp_path, content, said):
+    prices = tmp_path / "prices.json"
+    prices.write_text(content)
+    with pytest.raises(exceptions.OptionsError, match="toolcall_lens_prices") as raised:
+        lens.tctx.configure(lens, toolcall_lens_prices=str(prices))
+    assert said in str(raised.value)
+    with pytest.raises(exceptions.OptionsError, match="cannot read"):
+        lens.tctx.configure(lens, toolcall_lens_prices=str(tmp_path / "absent.json"))
+
+
+def test_a_loop_is_a_warning_on_the_flow_and_marks_it_at_the_options_threshold(lens):
+    lens.tctx.configure(lens, toolcall_lens_loop_after=2)
+    headers = {"session-id": "codex-run"}
+    first = flow_of(lens, stream([SEARCH]), request([]), headers)
+    second = flow_of(lens, stream([("call_2", *SEARCH[1:])]), request([[SEARCH]]), headers)
+    assert not first.marked and "tool-call-loop" not in json.dumps(
+        first.metadata["toolcall_lens"]["warnings"]
+    )
+    (loop,) = [w for w in second.metadata["toolcall_lens"]["warnings"] if w["code"] == "tool-call-loop"]
+    assert loop["times"] == 2 and loop["turns"] == [1, 2] and second.marked
+    with pytest.raises(exceptions.OptionsError, match="at least 2"):
+        lens.tctx.configure(lens, toolcall_lens_loop_after=1)
+
+
+def test_the_sessions_command_and_the_content_view_show_the_session_turn_by_turn(lens):
+    headers = {"x-session-id": "ses_1"}
+    first = flow_of(lens, stream([SEARCH]), request([]), headers)
+    second = flow_of(lens, stream([]), request([[SEARCH]], answer="three documents"), headers)
+    text = lens.sessions_report([first, second])
+    assert text.startswith("== session ses_1 (header x-session-id): 2 turn(s), 1 call(s)")
+    assert 'call search({"q": "rbi"}) -> result 15 B sent (turn 2)' in text
+    assert lens.sessions_report([tflow.tflow()]) == "no agent sessions"
+    # The first flow's view, drawn after the second turn came: its call is answered now.
+    shown = contentviews.prettify_message(first.response, first).text
+    assert "-- agent session --" in shown and "result 15 B sent (turn 2)" in shown
+
+
+def dump_of(flows: list, path: Path) -> Path:
+    with open(path, "wb") as file:
+        writer = mio.FlowWriter(file)
+        for flow in flows:
+            writer.add(flow)
+    return path
+
+
+def test_the_cli_groups_a_dumps_sessions_as_the_addon_did(lens, tmp_path, capsys):
+    a1 = flow_of(lens, stream([SEARCH]), request([]))
+    b1 = flow_of(lens, stream([("call_9", "search", '{"q": "x"}')]), request([]), {"X-Session-Id": "ses_B"})
+    a2 = flow_of(lens, stream([SEARCH]), request([[SEARCH]]))
+    a3 = flow_of(lens, stream([SEARCH]), request([[SEARCH], [SEARCH]]))
+    dump = dump_of([a1, b1, a2, a3], tmp_path / "run.flows")
+    assert main([str(dump), "--json"]) == 1  # the loop is a warning
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [(r["session"]["id"], r["session"]["turn"]) for r in results] == [
+        (a1.id, 1),
+        ("ses_B", 1),
+        (a1.id, 2),
+        (a1.id, 3),
+    ]
+    assert [r["session"] for r in results] == [
+        f.metadata["toolcall_lens"]["session"] for f in (a1, b1, a2, a3)
+    ]
+    assert [w["code"] for w in results[3]["warnings"]] == ["tool-call-loop"]
+    assert main([str(dump)], sessions_view=True) == 1
+    text = capsys.readouterr().out
+    assert text.count("== session ") == 2 and "LOOP: search" in text
+    assert main([str(dump), "--json"], sessions_view=True) == 1
+    sessions = json.loads(capsys.readouterr().out)["sessions"]
+    assert [(s["id"], s["totals"]["turns"]) for s in sessions] == [(a1.id, 3), ("ses_B", 1)]
+
+
+def test_the_cli_prices_a_raw_capture_of_a_known_model(tmp_path, capsys):
+    capture = tmp_path / "body.sse"
+    capture.write_bytes(stream([SEARCH]))
+    assert main([str(capture), "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["cost"]["price"]["model"] == "gpt-4o" and result["cost"]["total"] > 0
+    assert "session" not in result  # no request, no headers: nothing to group it by
+    assert main([str(capture)]) == 0
+    out = capsys.readouterr().out
+    assert "tokens: input 1200 (1000 cached), output 80" in out and "cost: $" in out
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"gpt-4o": {"input_mtok": 1, "output_mtok": 1}}')
+    assert main([str(capture), "--json", "--prices", str(prices)]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["cost"]["total"] == pytest.approx(1280 / 1e6)
+    prices.write_text("[]")
+    assert main([str(capture), "--prices", str(prices)]) == 2
+    assert "expected an object" in capsys.readouterr().err
