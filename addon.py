@@ -244,7 +244,7 @@ class ToolcallLens:
         write_all(path, (record(flow, result) for flow, result in annotated(flows)))
         logger.info("toolcall-lens: exported LLM flows to %s", path)
 
-    @command.command("toolcall_lens.sessions")
+    @command.command("toolcall.sessions")
     def sessions_report(self, flows: Sequence[mflow.Flow]) -> str:
         """The agent sessions of these flows, turn by turn: calls, what came back, tokens, cost, loops."""
         wanted = list(
@@ -263,6 +263,11 @@ class ToolcallLens:
     def export_by_earlier_name(self, flows: Sequence[mflow.Flow], path: mtypes.Path) -> None:
         """toolcall.export, by its earlier name."""
         self.export(flows, path)
+
+    @command.command("toolcall_lens.sessions")
+    def sessions_by_long_name(self, flows: Sequence[mflow.Flow]) -> str:
+        """toolcall.sessions, by the name the addon's other long names share."""
+        return self.sessions_report(flows)
 
     # -- wiring --------------------------------------------------------------------------------------------
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from genai_prices import Usage, calc_price
-from mitmproxy import contentviews, exceptions
+from mitmproxy import contentviews, exceptions, websocket
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow
 from schemas import check_result
 from streams import call, chunk, sse, tool_chunk
+from wsproto.frame_protocol import Opcode
 
 import addon as addon_module
 from accumulator.cli import main
@@ -231,3 +232,50 @@ def test_the_cli_prices_a_raw_capture_of_a_known_model(tmp_path, capsys):
     prices.write_text("[]")
     assert main([str(capture), "--prices", str(prices)]) == 2
     assert "expected an object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("header", [{"session-id": "codex-ws"}, {}], ids=["codex-header", "no-header"])
+def test_a_websocket_connections_responses_are_one_session_priced_each(lens, header):
+    """Codex's WebSocket mode (its session header on the upgrade, or none): one response.create per turn;
+    the connection's own evidence says which calls were answered."""
+    flow = tflow.twebsocketflow()
+    flow.websocket.messages.clear()
+    flow.request.host, flow.request.path = "api.openai.com", "/v1/responses"
+    for name, value in header.items():
+        flow.request.headers[name] = value
+    lens.websocket_start(flow)
+
+    def send(from_client: bool, obj: dict) -> None:
+        message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
+        flow.websocket.messages.append(message)
+        lens.websocket_message(flow)
+
+    usage = {
+        "input_tokens": 900,
+        "output_tokens": 50,
+        "total_tokens": 950,
+        "input_tokens_details": {"cached_tokens": 800},
+    }
+    for n, answers in enumerate(([], [{"type": "function_call_output", "call_id": "c1", "output": "ok"}]), 1):
+        send(True, {"type": "response.create", "model": "gpt-4o", "input": answers})
+        send(False, {"type": "response.created", "response": {"id": f"r{n}", "model": "gpt-4o"}})
+        if n == 1:
+            item = {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "shell"}
+            send(False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+            send(False, {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"})
+        done = {"id": f"r{n}", "model": "gpt-4o", "status": "completed", "usage": usage}
+        send(False, {"type": "response.completed", "response": done})
+    lens.websocket_end(flow)
+    responses = flow.metadata["toolcall_lens"]["responses"]
+    session = header.get("session-id", flow.id)
+    by = "header session-id" if header else "websocket connection"
+    assert [(r["session"]["id"], r["session"]["turn"], r["session"]["by"]) for r in responses] == [
+        (session, 1, by),
+        (session, 2, by),
+    ]
+    expected = calc_price(
+        Usage(input_tokens=900, output_tokens=50, cache_read_tokens=800), "gpt-4o", provider_id="openai"
+    )
+    assert [r["cost"]["total"] for r in responses] == [pytest.approx(float(expected.total_price))] * 2
+    text = lens.sessions_report([flow])
+    assert f"{session} ({by}): 2 turn(s)" in text and "call shell({}) -> answered" in text
