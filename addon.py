@@ -30,12 +30,12 @@ from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
-from accumulator.echo import ObservedCalls, add_evidence, no_evidence, tool_results
+from accumulator.echo import ObservedCalls, add_evidence, no_evidence
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
 from accumulator.request import decoded
 from accumulator.rewrite.messages import MessageRewriter
-from accumulator.sessions import Sessions, format_session
+from accumulator.sessions import Asked, Sessions, asked, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.redact import REDACTED, redact_credentials
@@ -59,7 +59,7 @@ class ToolcallLens:
         self.sessions = Sessions()  # agent runs, turn by turn (accumulator.sessions)
         # flow id -> what its request says of its session (the results it sends back, the response it
         # follows), until the flow is annotated
-        self.turn_facts: dict[str, tuple[list[dict], str | None]] = {}
+        self.turn_facts: dict[str, Asked] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
@@ -97,11 +97,7 @@ class ToolcallLens:
             return
         try:
             body = decoded(flow.request.get_content(strict=False))
-            previous = body.get("previous_response_id") if body is not None else None
-            self.turn_facts[flow.id] = (
-                tool_results(body, found[0]),
-                previous if type(previous) is str else None,
-            )
+            self.turn_facts[flow.id] = asked(body, found[0])
             echoes, evidence = self.observed.examine(body, found[0])
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
@@ -444,24 +440,23 @@ class ToolcallLens:
         """The response's cost, and its place in its agent session (loop warnings with it)."""
         settings = self._settings()
         request = flow.request
+        facts = self.turn_facts.pop(flow.id, None) or Asked([], None, None)
         try:
             when = datetime.fromtimestamp(request.timestamp_start, UTC)
-            model = request.query.get("model") if connection else None  # Realtime names it in the URL only
             result["cost"], note = settings.prices.cost(
-                result, url=request.pretty_url, when=when, model=model
+                result, url=request.pretty_url, when=when, model=facts.model
             )
             if note is not None:
                 result["cost_note"] = note
         except Exception as exc:  # noqa: BLE001 - a price lookup that fails costs the flow nothing else
             result["cost"], result["cost_note"] = None, f"pricing failed: {describe(exc)}"
-        results, previous = self.turn_facts.pop(flow.id, ([], None))
         try:
             self.sessions.place(
                 result,
                 flow.id,
                 headers=request.headers,
-                previous_response_id=previous,
-                tool_results=results,
+                previous_response_id=facts.previous_response_id,
+                tool_results=facts.tool_results,
                 connection=connection,
                 time=request.timestamp_start,
             )

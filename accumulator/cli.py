@@ -24,13 +24,13 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import cast
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import orjson
 
 from . import formats
 from .cost import PriceFileError, Prices, parse_price_file
-from .echo import ObservedCalls, add_evidence, tool_results
+from .echo import ObservedCalls, add_evidence
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import Limits
@@ -38,7 +38,7 @@ from .report import format_report, results_of
 from .request import decoded
 from .result import Result, add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
-from .sessions import DEFAULT_LOOP_AFTER, Sessions, format_session
+from .sessions import DEFAULT_LOOP_AFTER, Sessions, asked, format_session
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
 from .websocket import Connection
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
                 failures.append({"source": {"file": job.source["file"]}, "error": str(exc)})
                 continue
             for _, answer in settled:
-                _price(prices, answer, job.source.get("url"), job.started, _query_model(job.path))
+                _price(prices, answer, job.source.get("url"), job.started)
                 if "flow_id" in job.source:  # a dump's connection: one agent session
                     sessions.place(
                         answer, job.source["flow_id"], headers=job.headers, connection=True, time=job.started
@@ -200,18 +200,18 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         result = _run(job, limits)
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
-        _price(prices, result, job.source.get("url"), job.started)
+        format = job.exchange.format
+        facts = asked(decoded(job.request) if job.request is not None else None, format)
+        _price(prices, result, job.source.get("url"), job.started, facts.model)
         if job.echo_request is not None:
-            format = job.exchange.format
             add_evidence(result, *observed.examine(job.echo_request, format))
-            body = decoded(job.echo_request)
-            previous = body.get("previous_response_id") if body is not None else None
+            facts = asked(decoded(job.echo_request), format)
             sessions.place(
                 result,
                 job.source["flow_id"],
                 headers=job.headers,
-                previous_response_id=previous if type(previous) is str else None,
-                tool_results=tool_results(body, format),
+                previous_response_id=facts.previous_response_id,
+                tool_results=facts.tool_results,
                 time=job.started,
             )
             observed.record(result, job.source["flow_id"])
@@ -254,12 +254,6 @@ def _price(
     result["cost"], note = prices.cost(result, url=url, when=when, model=model)
     if note is not None:
         result["cost_note"] = note
-
-
-def _query_model(path: str) -> str | None:
-    """The model a WebSocket's upgrade names in its query (Realtime: ``?model=``), if any."""
-    values = parse_qs(urlsplit(path).query).get("model")
-    return values[0] if values else None
 
 
 def _print_sessions(sessions: Sessions, as_json: bool, failures: list[dict]) -> int:

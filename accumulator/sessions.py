@@ -24,9 +24,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import orjson
 
+from .echo import tool_results
 from .result import add_warnings
 
 # Request headers that name an agent run, as the agents send them (lower case).
@@ -37,6 +39,29 @@ MAX_TURNS = 1_000
 MAX_RESPONSE_IDS = 10_000
 _SHORT = 80  # a call's arguments as a turn shows them
 _DISTINCT_CALLS = 10_000  # distinct calls a session counts for loops
+
+
+class Asked(NamedTuple):
+    """What a request says of its turn: the tool results it sends back (``echo.tool_results``), the
+    response it follows (Responses' ``previous_response_id``) and the model it asks for (a response
+    that names none, Cohere's, is priced by it)."""
+
+    tool_results: list[dict]
+    previous_response_id: str | None
+    model: str | None
+
+
+def asked(body: dict | None, format: str | None) -> Asked:
+    """The facts of a decoded request body (None: no JSON object, no facts)."""
+    if body is None:
+        return Asked([], None, None)
+    previous = body.get("previous_response_id")
+    model = body.get("model")
+    return Asked(
+        tool_results(body, format),
+        previous if type(previous) is str else None,
+        model if type(model) is str else None,
+    )
 
 
 @dataclass
@@ -309,9 +334,7 @@ def context_chart(values: list[int | None]) -> str:
     if not known:
         return ""
     top = max(known) or 1
-    return "".join(
-        " " if v is None else _BARS[min(len(_BARS) - 1, v * len(_BARS) // top)] for v in values
-    )
+    return "".join(" " if v is None else _BARS[min(len(_BARS) - 1, v * len(_BARS) // top)] for v in values)
 
 
 def format_session(record: dict) -> str:

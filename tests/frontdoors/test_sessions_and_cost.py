@@ -12,7 +12,7 @@ from mitmproxy import contentviews, exceptions, websocket
 from mitmproxy import io as mio
 from mitmproxy.test import taddons, tflow
 from schemas import check_result
-from streams import call, chunk, sse, tool_chunk
+from streams import DATA, call, chunk, sse, tool_chunk
 from wsproto.frame_protocol import Opcode
 
 import addon as addon_module
@@ -279,3 +279,35 @@ def test_a_websocket_connections_responses_are_one_session_priced_each(lens, hea
     assert [r["cost"]["total"] for r in responses] == [pytest.approx(float(expected.total_price))] * 2
     text = lens.sessions_report([flow])
     assert f"{session} ({by}): 2 turn(s)" in text and "call shell({}) -> answered" in text
+
+
+def test_a_response_that_names_no_model_is_priced_by_the_model_its_request_asked_for(lens, tmp_path, capsys):
+    """Cohere's stream names no model: the request's does, in the addon and in the CLI."""
+    body = (DATA / "cohere_v2_parallel.sse").read_bytes()
+    asked = {"model": "command-a-03-2025", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    usage = json.loads(next(line for line in body.splitlines() if b'"usage"' in line)[len(b"data: ") :])
+    billed = usage["delta"]["usage"]["billed_units"]
+    expected = calc_price(
+        Usage(input_tokens=billed["input_tokens"], output_tokens=billed["output_tokens"]),
+        "command-a-03-2025",
+        provider_id="cohere",
+    )
+    flow = tflow.tflow(resp=True)
+    flow.request.method, flow.request.host, flow.request.path = "POST", "api.cohere.com", "/v2/chat"
+    flow.request.content = json.dumps(asked).encode()
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    lens.request(flow)
+    lens.responseheaders(flow)
+    flow.response.stream(body)
+    flow.response.stream(b"")
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert result["model"] is None and result["cost"]["price"]["model"] == "command-a"
+    assert result["cost"]["total"] == pytest.approx(float(expected.total_price))
+    (tmp_path / "request.json").write_text(json.dumps(asked))
+    capture = tmp_path / "cohere.sse"
+    capture.write_bytes(body)
+    assert main([str(capture), "--json", "--request", str(tmp_path / "request.json")]) == 0
+    (cli,) = json.loads(capsys.readouterr().out)["results"]
+    assert cli["cost"]["total"] == pytest.approx(float(expected.total_price))
