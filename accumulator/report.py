@@ -57,7 +57,7 @@ def format_report(result: dict, title: str | None = None) -> str:
                 lines.append(f"  {'':{width}}          who follows it: {_clients(name)}")
     lines.append(tokens_line(result["usage"]))
     if "cost" in result:
-        lines.append(cost_line(result["cost"]))
+        lines.append(cost_line(result))
     if result.get("session"):
         lines.append(session_line(result["session"]))
     timing = result.get("timing")
@@ -120,18 +120,17 @@ def tokens_line(usage: dict) -> str:
     return "tokens: " + ", ".join(parts) + "".join(f"; {note}" for note in usage["notes"])
 
 
-def cost_line(cost: dict | None) -> str:
+def cost_line(result: dict) -> str:
     """A result's cost (the addon and the CLI add it), or why there is none."""
+    cost = result.get("cost")
     if cost is None:
-        return "cost: none"
-    if cost.get("total") is None:
-        return f"cost: unknown ({cost.get('note') or 'no price'})"
-    price = cost.get("price") or {}
+        return f"cost: unknown ({result.get('cost_note') or 'not priced'})"
+    price = cost["price"]
     return (
-        f"cost: ${cost['total']} {cost.get('currency', 'USD')} (input ${cost['input']}, output ${cost['output']}"
-        + (f", cache read ${cost['cache_read']}" if cost.get("cache_read") else "")
-        + (f", cache write ${cost['cache_write']}" if cost.get("cache_write") else "")
-        + f"; {price.get('source', '?')} price of {price.get('provider') or '?'} {price.get('model') or '?'})"
+        f"cost: ${cost['total']:.6f} (input ${cost['input']:.6f}, output ${cost['output']:.6f}"
+        + (f", cache read ${cost['cache_read']:.6f}" if cost["cache_read"] else "")
+        + (f", cache write ${cost['cache_write']:.6f}" if cost["cache_write"] else "")
+        + f"; {price['source']}: {price['provider'] or '-'} {price['model']})"
     )
 
 

@@ -706,7 +706,7 @@ def _count_flows(path: Path) -> int:
 
 def report(outcome: Outcome, paths: Paths, mode: str) -> str:
     """What the LLM flows carried: one block per response, its calls, its warnings; then where it is kept."""
-    from accumulator.report import evidence_line, summary_line
+    from accumulator.report import cost_line, evidence_line, session_line, summary_line, tokens_line
 
     lines = [f"== {PROG}: {len(outcome.records)} LLM response(s) in {outcome.flows} flow(s) =="]
     if outcome.note:
@@ -722,6 +722,10 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
         if not result:
             continue
         lines.append(f"  {summary_line(result)}")
+        if type(result.get("usage")) is dict and "input" in result["usage"]:
+            lines.append(f"  {tokens_line(result['usage'])}; {cost_line(result)}")
+        if result.get("session"):
+            lines.append(f"  {session_line(result['session'])}")
         for choice in result.get("choices", ()):
             for call in choice.get("tool_calls", ()):
                 arguments = call.get("arguments") or ""
@@ -765,4 +769,5 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
     lines.append(f"dump: {paths.dump}")
     lines.append(f"JSON lines: {paths.jsonl}")
     lines.append(f"full report: toolcall-lens {paths.dump}")
+    lines.append(f"turn by turn: toolcall-lens sessions {paths.dump}")
     return "\n".join(lines)

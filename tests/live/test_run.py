@@ -116,8 +116,11 @@ def test_a_client_through_the_proxy_is_reported_its_status_passed_on_the_files_k
     assert "1 LLM response(s) in 1 flow(s)" in report
     assert "search_circulars" in report and "get_user_profile" in report
     assert "WARNING recency-misroute" in report
+    # Its tokens, its cost (the fake provider's model has no price: why is said) and its session.
+    assert "tokens: " in report and "cost: unknown (" in report and ", turn 1 (new)" in report
     folder = tmp_path / "run"
     assert f"dump: {folder / 'session.flows'}" in report
+    assert f"turn by turn: toolcall-lens sessions {folder / 'session.flows'}" in report
     [flow] = flows(folder / "session.flows")
     assert flow.metadata["toolcall_lens"]["format"] == "openai-chat"
     [record] = records(folder / "llm.jsonl")
