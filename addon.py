@@ -38,8 +38,9 @@ from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import Asked, Sessions, asked, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
+from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
-from toolcall_lens.view import METADATA_KEY, ToolcallLensView
+from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 from toolcall_lens.websocket import RewriteSocketWatch, WebSocketWatch
 
@@ -63,6 +64,9 @@ class ToolcallLens:
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
+        self.otlp: SpanExport | None = (
+            None  # the OpenTelemetry export, when toolcall_lens_otlp_endpoint is set
+        )
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -74,6 +78,8 @@ class ToolcallLens:
             settings = options.parse(ctx.options)
             if "toolcall_lens_jsonl" in updated:
                 self._open_export(settings.jsonl)
+            if any(name.startswith(options.PREFIX + "otlp_") for name in updated):
+                self._open_otlp(settings)
         except exceptions.OptionsError as exc:
             if self.started or ctx.master.addons.get("errorcheck") is None:
                 raise  # a change while running: mitmproxy refuses it, says why, and keeps the old values
@@ -225,6 +231,9 @@ class ToolcallLens:
         self.echo_warnings.clear()
         self.turn_facts.clear()
         self._open_export("")
+        if self.otlp is not None:
+            self.otlp.close()  # the sessions' spans, then what is pending, within a few seconds
+            self.otlp = None
 
     # -- commands ------------------------------------------------------------------------------------------
 
@@ -260,6 +269,15 @@ class ToolcallLens:
         """toolcall.export, by its earlier name."""
         self.export(flows, path)
 
+    @command.command("toolcall.otlp")
+    def otlp_status(self) -> str:
+        """What the OpenTelemetry export sent and lost so far."""
+        return (
+            self.otlp.status()
+            if self.otlp is not None
+            else "no OTLP export (toolcall_lens_otlp_endpoint is empty)"
+        )
+
     @command.command("toolcall_lens.sessions")
     def sessions_by_long_name(self, flows: Sequence[mflow.Flow]) -> str:
         """toolcall.sessions, by the name the addon's other long names share."""
@@ -294,6 +312,40 @@ class ToolcallLens:
             for pattern in hosts
             for host in (flow.request.host, flow.request.pretty_host)
         )
+
+    def _open_otlp(self, settings: options.Settings) -> None:
+        if self.otlp is not None:
+            self.otlp.close()
+            self.otlp = None
+        if not settings.otlp_endpoint:
+            return
+        try:
+            self.otlp = SpanExport(
+                settings.otlp_endpoint, dict(settings.otlp_headers), content=settings.otlp_content
+            )
+        except ImportError as exc:
+            raise exceptions.OptionsError(f"toolcall_lens_otlp_endpoint: {exc}") from None
+
+    def _emit(self, flow: http.HTTPFlow, result: dict, model: str | None) -> None:
+        """The response's span, to the OTLP export if there is one; a failure here costs the flow nothing."""
+        if self.otlp is None:
+            return
+        try:
+            request = flow.request
+            websocket = result.get("websocket")
+            if websocket:
+                start = message_time(flow, websocket["first_message"]) or request.timestamp_start
+                end = message_time(flow, websocket["last_message"])
+            else:
+                start = request.timestamp_start
+                response = flow.response
+                end = (response.timestamp_end if response else None) or (
+                    flow.error.timestamp if flow.error else time.time()
+                )
+            facts = FlowFacts(start, end, request.host, request.port, model)
+            self.otlp.emit(result, facts)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("toolcall-lens: the OTLP span failed: %s", describe(exc))
 
     def _open_export(self, path: str) -> None:
         if self.jsonl is not None:
@@ -377,7 +429,7 @@ class ToolcallLens:
         if watch.loud and marker:
             flow.marked = marker
         for result in settled:
-            self._price_and_place(flow, result, connection=True)
+            self._emit(flow, result, self._price_and_place(flow, result, connection=True))
             self.observed.record(result, flow.id)
             bad = any(w["severity"] == "warning" for w in result["warnings"])
             logger.log(
@@ -436,8 +488,9 @@ class ToolcallLens:
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
             self._annotate(flow, result)
 
-    def _price_and_place(self, flow: http.HTTPFlow, result: dict, connection: bool = False) -> None:
-        """The response's cost, and its place in its agent session (loop warnings with it)."""
+    def _price_and_place(self, flow: http.HTTPFlow, result: dict, connection: bool = False) -> str | None:
+        """The response's cost, and its place in its agent session (loop warnings with it). Returns the
+        model its request asked for."""
         settings = self._settings()
         request = flow.request
         facts = self.turn_facts.pop(flow.id, None) or Asked([], None, None)
@@ -462,12 +515,13 @@ class ToolcallLens:
             )
         except Exception as exc:  # noqa: BLE001
             logger.warning("toolcall-lens: placing a flow in its session failed: %s", describe(exc))
+        return facts.model
 
     def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
         echoes = self.echo_warnings.pop(flow.id, None)
         if echoes is not None:
             add_evidence(result, *echoes)
-        self._price_and_place(flow, result)
+        self._emit(flow, result, self._price_and_place(flow, result))
         self.observed.record(result, flow.id)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result

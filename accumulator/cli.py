@@ -144,6 +144,15 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         metavar="N",
         help=f"a session making the same call N times is a tool-call-loop (default {DEFAULT_LOOP_AFTER})",
     )
+    parser.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="also send one OpenTelemetry span per response to this OTLP/HTTP collector (e.g. "
+        "http://127.0.0.1:4318); needs the 'otel' extra",
+    )
+    parser.add_argument(
+        "--otlp-content", action="store_true", help="with --otlp: put call arguments and text into the spans"
+    )
     args = parser.parse_args(argv)
     if args.loop_after < 2:
         parser.error("--loop-after must be at least 2 (a call made once is no loop)")
@@ -154,6 +163,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     try:
         request = _read_request(args.request) if args.request else None
         prices = _read_prices(args.prices) if args.prices else Prices()
+        spans = _span_export(args.otlp, args.otlp_content) if args.otlp else None
     except InputError as exc:
         print(f"toolcall-lens: {exc}", file=sys.stderr)
         return 2
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     # the calls of the responses before it, as the addon does live.
     observed = ObservedCalls()
     sessions = Sessions(loop_after=args.loop_after)
+    moments: list[tuple[dict, float | None, float | None, str | None]] = []  # (result, start, end, model)
     limits = Limits(strategies=args.strategies)
     done: list[tuple[str, dict]] = []  # (title, result)
     for job in jobs:
@@ -190,6 +201,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
                 failures.append({"source": {"file": job.source["file"]}, "error": str(exc)})
                 continue
             for _, answer in settled:
+                moments.append((answer, *_response_times(job, answer), None))
                 _price(prices, answer, job.source.get("url"), job.started)
                 if "flow_id" in job.source:  # a dump's connection: one agent session
                     sessions.place(
@@ -203,6 +215,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         format = job.exchange.format
         facts = asked(decoded(job.request) if job.request is not None else None, format)
         _price(prices, result, job.source.get("url"), job.started, facts.model)
+        moments.append((result, job.started, job.stamps[2] if job.stamps else None, facts.model))
         if job.echo_request is not None:
             add_evidence(result, *observed.examine(job.echo_request, format))
             facts = asked(decoded(job.echo_request), format)
@@ -217,6 +230,8 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
             observed.record(result, job.source["flow_id"])
         done.append((job.title, result))
     results = [result for _, result in done]
+    if spans is not None:
+        _send_spans(spans, moments)
     if sessions_view:
         return _print_sessions(sessions, args.json, failures)
     if args.json:
@@ -254,6 +269,54 @@ def _price(
     result["cost"], note = prices.cost(result, url=url, when=when, model=model)
     if note is not None:
         result["cost_note"] = note
+
+
+def _span_export(url: str, content: bool):
+    """The OTLP export of this run (toolcall_lens/otel.py, imported only when asked for)."""
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"--otlp {url}: not an http:// or https:// URL")
+    try:
+        from toolcall_lens.otel import SpanExport
+    except ImportError as exc:  # the addon's package beside the core, not installed
+        raise InputError(f"--otlp needs the addon's package (toolcall_lens): {exc}") from None
+    try:
+        return SpanExport(url, content=content)
+    except ImportError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _send_spans(spans, moments: list) -> None:
+    """One span per response, at the times its flow kept (a raw capture's: now), then the sessions'."""
+    from toolcall_lens.otel import FlowFacts
+
+    now = datetime.now(UTC).timestamp()
+    for result, start, end, model in moments:
+        url = (result.get("source") or {}).get("url")
+        parts = urlsplit(url) if url else None
+        begun = start if start is not None else now
+        facts = FlowFacts(
+            begun,
+            end if end is not None else begun,
+            parts.hostname if parts else None,
+            parts.port or (443 if parts.scheme == "https" else 80) if parts else None,
+            model,
+        )
+        spans.emit(result, facts)
+    spans.close(flush_seconds=10.0)
+    print(f"toolcall-lens: {spans.status()}", file=sys.stderr)
+
+
+def _response_times(job: ConnectionJob, result: dict) -> tuple[float | None, float | None]:
+    """A WebSocket response's first and last message times, from the stored messages."""
+    stored = [m for m in job.messages if not isinstance(m, BadLine)]
+    websocket = result["websocket"]
+
+    def at(number: int) -> float | None:
+        number -= job.trimmed if job.recorded is not None else 0
+        return stored[number - 1][3] if 0 < number <= len(stored) else None
+
+    start = at(websocket["first_message"])
+    return (start if start is not None else job.started), at(websocket["last_message"])
 
 
 def _print_sessions(sessions: Sessions, as_json: bool, failures: list[dict]) -> int:

@@ -195,6 +195,12 @@ def assert_nearby_cut_pairs_agree(decode, body: bytes, span: int = 200, gap: int
             assert decode(head[:a], head[a:b], head[b:]) == whole, (a, b)
 
 
+def core_part(result: dict) -> dict:
+    """A front door's result less what only the front doors add (the cost, the agent session): what the
+    core alone gives for the same bytes."""
+    return {k: v for k, v in result.items() if k not in ("cost", "cost_note", "session")}
+
+
 def without_timing(result: dict) -> dict:
     """A result less what depends on when bytes arrived (the addon has a clock, files do not)."""
     out = {k: v for k, v in result.items() if k != "timing"}

@@ -58,6 +58,13 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("prices", str, "",
      ("A JSON price file, model name -> {input_mtok, output_mtok, cache_read_mtok, cache_write_mtok} (USD per "
       "million tokens), used before the genai-prices library's own prices for the models it names.")),
+    ("otlp_endpoint", str, "",
+     ("Send one OpenTelemetry GenAI span per LLM response to this OTLP/HTTP collector (e.g. "
+      "http://127.0.0.1:4318); empty: no export. Needs the 'otel' extra.")),
+    ("otlp_headers", Sequence[str], [],
+     "Headers sent with each OTLP export, as name=value (e.g. authorization=Basic ...), for backends that need auth."),
+    ("otlp_content", bool, False,
+     "Put tool call arguments and text into the exported spans (off: names, ids and sizes only)."),
 )  # fmt: skip
 PREFIX = "toolcall_lens_"
 
@@ -84,6 +91,9 @@ class Settings:
     websocket_keep: int
     loop_after: int
     prices: Prices
+    otlp_endpoint: str
+    otlp_headers: tuple[tuple[str, str], ...]
+    otlp_content: bool
 
 
 def check_names(options) -> None:
@@ -133,6 +143,15 @@ def parse(options) -> Settings:
     for pattern in get("hosts"):
         if not pattern or any(c.isspace() for c in pattern):
             raise exceptions.OptionsError(f"{PREFIX}hosts: bad host pattern {pattern!r}")
+    headers = []
+    for item in get("otlp_headers"):
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            raise exceptions.OptionsError(f"{PREFIX}otlp_headers: {item!r} is not name=value")
+        headers.append((name.strip(), value.strip()))
+    endpoint = get("otlp_endpoint").strip()
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        raise exceptions.OptionsError(f"{PREFIX}otlp_endpoint: {endpoint!r} is no http:// or https:// URL")
     rate = get("live_updates")
     try:
         prices = read_prices(get("prices"))
@@ -159,4 +178,7 @@ def parse(options) -> Settings:
         websocket_keep=get("websocket_keep"),
         loop_after=get("loop_after"),
         prices=prices,
+        otlp_endpoint=endpoint,
+        otlp_headers=tuple(headers),
+        otlp_content=get("otlp_content"),
     )

@@ -246,6 +246,7 @@ FORMAT = WireFormat(
     echoes=_echoes,
     usage=usage_parts,
     provider="anthropic",
+    genai_provider="anthropic",
     rewrite=RewriteSupport(
         key="content block index",
         name_whole_in="content_block_start",

@@ -105,6 +105,8 @@ class WireFormat:
     - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
       fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
       (genai-prices) name it, for a response whose URL names none they know; None for local models.
+      ``genai_provider`` and ``genai_operation``: the same as OpenTelemetry's GenAI conventions name them
+      (``gen_ai.provider.name``, ``gen_ai.operation.name``).
     - ``rewrite``: what the rewriter needs, or None.
     - ``websocket``: how it travels over a WebSocket (``WebSocketSupport``), or None. A format that
       only travels over WebSockets (OpenAI Realtime, Gemini Live) has no ``framings`` and no ``paths``.
@@ -122,6 +124,8 @@ class WireFormat:
     echoes: Callable = _no_echoes
     usage: Callable | None = None
     provider: str | None = None
+    genai_provider: str | None = None
+    genai_operation: str = "chat"
     usage_asked: Callable = _none
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
     websocket: WebSocketSupport | None = None

@@ -165,6 +165,7 @@ FORMAT = WireFormat(
     echoes=_echoes,
     usage=usage_parts,
     provider="aws",
+    genai_provider="aws.bedrock",
     rewrite=RewriteSupport(
         key="contentBlockIndex", name_whole_in="contentBlockStart", keys=lambda purpose: _block_keys()
     ),

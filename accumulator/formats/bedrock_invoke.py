@@ -69,6 +69,7 @@ FORMAT = WireFormat(
     echoes=anthropic.FORMAT.echoes,
     usage=anthropic.FORMAT.usage,  # the Anthropic events inside the chunks
     provider="aws",
+    genai_provider="aws.bedrock",
     rewrite=RewriteSupport(
         key="content block index",
         name_whole_in="content_block_start",

@@ -147,5 +147,6 @@ FORMAT = WireFormat(
     echoes=openai_chat.request_echoes,
     usage=usage_parts,
     provider="cohere",
+    genai_provider="cohere",
     rewrite=RewriteSupport(key="index", name_whole_in="tool-call-start", keys=lambda purpose: tool_keys),
 )

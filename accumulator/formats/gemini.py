@@ -257,5 +257,7 @@ FORMAT = WireFormat(
     echoes=_echoes,
     usage=usage_parts,
     provider="google",
+    genai_provider="gcp.gemini",
+    genai_operation="generate_content",
     rewrite=RewriteSupport(whole="a functionCall part"),
 )

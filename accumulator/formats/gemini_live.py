@@ -157,6 +157,8 @@ FORMAT = WireFormat(
     tools=GEMINI.tools,  # setup.tools: Gemini's function declarations
     usage=usage_parts,
     provider="google",
+    genai_provider="gcp.gemini",
+    genai_operation="generate_content",
     websocket=WebSocketSupport(
         paths=(r"BidiGenerateContent(Constrained)?$",), session=GeminiLiveSession, sniff=_ws_sniff
     ),

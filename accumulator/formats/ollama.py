@@ -97,5 +97,6 @@ FORMAT = WireFormat(
     forced=openai_chat.request_forced,
     echoes=openai_chat.request_echoes,
     usage=usage_parts,
+    genai_provider="ollama",
     rewrite=RewriteSupport(whole="a line"),
 )

@@ -629,6 +629,7 @@ FORMAT = WireFormat(
     echoes=request_echoes,
     usage=usage_parts,
     provider="openai",
+    genai_provider="openai",
     usage_asked=usage_asked,
     rewrite=RewriteSupport(
         key="id and index",

@@ -156,6 +156,7 @@ FORMAT = WireFormat(
     forced=RESPONSES.forced,
     usage=usage_parts,
     provider="openai",
+    genai_provider="openai",
     # Its call events have the Responses shape (output items, output_index): the same rewriter reads them.
     websocket=WebSocketSupport(
         paths=(r"/realtime$",), session=RealtimeSession, sniff=_ws_sniff, rewrite_as="openai-responses"

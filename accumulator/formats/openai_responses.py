@@ -353,6 +353,7 @@ FORMAT = WireFormat(
     echoes=_echoes,
     usage=usage_parts,
     provider="openai",
+    genai_provider="openai",
     rewrite=RewriteSupport(
         key="output_index",
         name_whole_in="response.output_item.added",

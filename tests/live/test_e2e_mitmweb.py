@@ -117,7 +117,8 @@ def test_the_report_command_runs_through_mitmwebs_api(web, streamed):
             break
         time.sleep(0.1)
     (line,) = answer["value"].splitlines()
-    assert line.endswith(f"127.0.0.1  {REPORT}"), line
+    # Then its session and turn (no cost: the fake provider's model has no price).
+    assert f"127.0.0.1  {REPORT}  session " in line and line.endswith(" turn 1"), line
 
 
 def test_the_export_command_runs_through_mitmwebs_api(web, streamed, tmp_path):
