@@ -5,67 +5,12 @@ evidence as the addon computes it."""
 
 from __future__ import annotations
 
-import json
-
+from chat_flows import chat_stream, follow_up
 from schemas import check_result
 
 from accumulator import analyze
 from accumulator.echo import ObservedCalls, add_evidence, tool_results
 from accumulator.sessions import Sessions, context_chart, format_session
-
-
-def chat_stream(
-    calls: list[tuple[str, str, str]], *, usage: dict | None = None, model: str = "gpt-4o"
-) -> bytes:
-    """A Chat stream making these calls (id, name, arguments), each whole in one delta."""
-    chunks = [
-        {
-            "id": "chatcmpl-1",
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {
-                        "tool_calls": [
-                            {
-                                "index": n,
-                                "id": i,
-                                "type": "function",
-                                "function": {"name": name, "arguments": args},
-                            }
-                        ]
-                    },
-                }
-            ],
-        }
-        for n, (i, name, args) in enumerate(calls)
-    ]
-    finish = "tool_calls" if calls else "stop"
-    chunks.append(
-        {"id": "chatcmpl-1", "model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
-    )
-    if usage is not None:
-        chunks.append({"id": "chatcmpl-1", "model": model, "choices": [], "usage": usage})
-    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
-
-
-def chat_request(turns: list[list[tuple[str, str, str]]], answers: dict[str, str] | None = None) -> bytes:
-    """A follow-up request carrying the conversation: each earlier turn's calls, then their results."""
-    messages: list[dict] = [{"role": "user", "content": "go"}]
-    for calls in turns:
-        messages.append(
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {"id": i, "type": "function", "function": {"name": name, "arguments": args}}
-                    for i, name, args in calls
-                ],
-            }
-        )
-        for i, _, _ in calls:
-            if answers is None or i in answers:
-                messages.append({"role": "tool", "tool_call_id": i, "content": (answers or {}).get(i, "ok")})
-    return json.dumps({"model": "gpt-4o", "stream": True, "messages": messages}).encode()
 
 
 class Agent:
@@ -76,7 +21,7 @@ class Agent:
         self.observed = ObservedCalls()
         self.flows = 0
 
-    def turn(self, stream: bytes, request: bytes | None = None, headers: dict | None = None, **extra) -> dict:
+    def turn(self, stream: bytes, request: dict | None = None, headers: dict | None = None, **extra) -> dict:
         self.flows += 1
         flow_id = f"flow-{self.flows}"
         result = analyze(stream, "openai-chat", request=request)
@@ -102,7 +47,7 @@ PROFILE = ("call_2", "get_user", '{"id": 7}')
 def test_the_conversation_a_request_carries_joins_the_earlier_turns_session():
     agent = Agent()
     first = agent.turn(chat_stream([SEARCH, PROFILE]))
-    second = agent.turn(chat_stream([]), chat_request([[SEARCH, PROFILE]]))
+    second = agent.turn(chat_stream([]), follow_up([[SEARCH, PROFILE]]))
     assert first["session"]["by"] == "new" and first["session"]["turn"] == 1
     assert second["session"]["id"] == first["session"]["id"] == "flow-1"
     assert second["session"]["turn"] == 2 and second["session"]["by"] == "the conversation of flow flow-1"
@@ -113,9 +58,9 @@ def test_two_agents_interleaved_through_one_proxy_stay_two_sessions():
     agent = Agent()
     a1 = agent.turn(chat_stream([SEARCH]))
     b1 = agent.turn(chat_stream([("call_9", "search", '{"q": "other"}')]))
-    a2 = agent.turn(chat_stream([PROFILE]), chat_request([[SEARCH]]))
-    b2 = agent.turn(chat_stream([]), chat_request([[("call_9", "search", '{"q": "other"}')]]))
-    a3 = agent.turn(chat_stream([]), chat_request([[SEARCH], [PROFILE]]))
+    a2 = agent.turn(chat_stream([PROFILE]), follow_up([[SEARCH]]))
+    b2 = agent.turn(chat_stream([]), follow_up([[("call_9", "search", '{"q": "other"}')]]))
+    a3 = agent.turn(chat_stream([]), follow_up([[SEARCH], [PROFILE]]))
     assert a1["session"]["id"] != b1["session"]["id"]
     assert [r["session"]["id"] for r in (a1, a2, a3)] == [a1["session"]["id"]] * 3
     assert [r["session"]["turn"] for r in (a1, a2, a3)] == [1, 2, 3]
@@ -201,7 +146,7 @@ def test_what_the_next_turn_sent_back_and_a_call_never_answered():
     agent = Agent()
     agent.turn(chat_stream([SEARCH, PROFILE]))
     # The next turn answers the search (with 12 bytes) and leaves the profile out.
-    agent.turn(chat_stream([]), chat_request([[SEARCH, PROFILE]], answers={"call_1": "found 3 docs"}))
+    agent.turn(chat_stream([]), follow_up([[SEARCH, PROFILE]], answers={"call_1": "found 3 docs"}))
     record = agent.sessions.record(agent.sessions.get("flow-1"))
     search, profile = record["turns"][0]["calls"]
     assert search["answered"] is True and search["result"] == {

@@ -17,14 +17,6 @@ from wsproto.frame_protocol import Opcode
 import addon as addon_module
 
 
-@pytest.fixture
-def lens():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens) as tctx:
-        lens.tctx = tctx
-        yield lens
-
-
 def ws_flow(path="/v1/responses", host="api.openai.com"):
     flow = tflow.twebsocketflow()
     flow.websocket.messages.clear()

@@ -22,9 +22,11 @@ LOCAL = {"accumulator", "toolcall_lens", "addon", "lab", "fake_provider", "demo"
 # Standard library only in newer Pythons than 3.12; accumulator/decoding.py imports it only there.
 NEWER_STDLIB = {"compression"}
 
+# The OpenTelemetry export is an extra (`otel`), imported only when asked for: its own check below.
+OTEL_SOURCES = [ROOT / "toolcall_lens" / "otel.py"]
 BASE_SOURCES = [
     *(ROOT / "accumulator").rglob("*.py"),
-    *(ROOT / "toolcall_lens").rglob("*.py"),
+    *(p for p in (ROOT / "toolcall_lens").rglob("*.py") if p not in OTEL_SOURCES),
     ROOT / "addon.py",
 ]
 
@@ -79,6 +81,15 @@ def test_the_base_install_declares_what_the_addon_and_the_cli_import():
     modules = set().union(*(imports_of(path) for path in BASE_SOURCES))
     assert {"mitmproxy", "orjson"} <= modules  # the reading works
     assert undeclared(modules, declared(PROJECT["dependencies"])) == {}
+
+
+def test_the_otel_extra_declares_what_the_export_imports_and_the_dev_extra_holds_it():
+    modules = set().union(*(imports_of(path) for path in OTEL_SOURCES))
+    assert {"opentelemetry", "requests"} <= modules
+    extras = PROJECT["optional-dependencies"]
+    assert undeclared(modules, declared(PROJECT["dependencies"]) | declared(extras["otel"])) == {}
+    itself = [r for r in map(Requirement, extras["dev"]) if normalized(r.name) == normalized(PROJECT["name"])]
+    assert any("otel" in r.extras for r in itself)
 
 
 def test_the_base_install_declares_what_the_offline_demo_imports():

@@ -9,81 +9,19 @@ import json
 import sys
 
 import pytest
+from chat_flows import chat_stream, follow_up, through_addon
 from mitmproxy import exceptions, websocket
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import tflow
 from otlp_receiver import Receiver
 from schemas import check_result
 from streams import call, chunk, sse, tool_chunk
 from wsproto.frame_protocol import Opcode
 
-import addon as addon_module
 from accumulator.cli import main
 from toolcall_lens.otel import FlowFacts, span_of, traces_url
 
-USAGE = {
-    "prompt_tokens": 1200,
-    "completion_tokens": 80,
-    "total_tokens": 1280,
-    "prompt_tokens_details": {"cached_tokens": 1000},
-}
 SEARCH = ("call_1", "search", '{"q": "rbi"}')
 PROFILE = ("call_2", "get_user", '{"id": 7}')
-
-
-def stream(calls, model="gpt-4o", interleave=False) -> bytes:
-    events = [{**tool_chunk(call(n, i, name, "")), "model": model} for n, (i, name, _) in enumerate(calls)]
-    events += [
-        {**tool_chunk(call(n, None, None, args)), "model": model} for n, (_, _, args) in enumerate(calls)
-    ]
-    if interleave:  # the second call's id and name come before the first one's arguments: recency misroutes
-        events = [events[0], events[1], events[2], events[3]] if len(calls) == 2 else events
-    events.append(
-        {
-            **chunk({"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}),
-            "model": model,
-        }
-    )
-    events.append({**chunk(), "choices": [], "usage": USAGE, "model": model})
-    return sse(*events)
-
-
-def request(turns, model="gpt-4o") -> dict:
-    messages: list[dict] = [{"role": "user", "content": "go"}]
-    for calls in turns:
-        tool_calls = [
-            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
-        ]
-        messages.append({"role": "assistant", "tool_calls": tool_calls})
-        messages += [{"role": "tool", "tool_call_id": i, "content": "ok"} for i, _, _ in calls]
-    return {"model": model, "stream": True, "stream_options": {"include_usage": True}, "messages": messages}
-
-
-def flow_of(lens, body: bytes, req: dict, headers: dict | None = None):
-    flow = tflow.tflow(resp=True)
-    flow.request.method, flow.request.host, flow.request.port = "POST", "api.openai.com", 443
-    flow.request.path = "/v1/chat/completions"
-    flow.request.content = json.dumps(req).encode()
-    for name, value in (headers or {}).items():
-        flow.request.headers[name] = value
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    lens.request(flow)
-    lens.responseheaders(flow)
-    sent = [body[i : i + 50] for i in range(0, len(body), 50)]
-    passed = [flow.response.stream(piece) for piece in sent]
-    assert all(a is b for a, b in zip(passed, sent, strict=True))  # every chunk passes unchanged
-    flow.response.stream(b"")
-    lens.response(flow)
-    return flow
-
-
-@pytest.fixture
-def lens():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens) as tctx:
-        lens.tctx = tctx
-        yield lens
-        lens.done()
 
 
 def test_each_response_is_a_genai_client_span_and_the_session_its_trace(lens):
@@ -94,8 +32,8 @@ def test_each_response_is_a_genai_client_span_and_the_session_its_trace(lens):
             toolcall_lens_otlp_headers=["authorization=Basic abc"],
         )
         headers = {"session-id": "codex-1"}
-        first = flow_of(lens, stream([SEARCH, PROFILE]), request([]), headers)
-        second = flow_of(lens, stream([]), request([[SEARCH, PROFILE]]), headers)
+        first = through_addon(lens, chat_stream([SEARCH, PROFILE]), follow_up([]), headers)
+        second = through_addon(lens, chat_stream([]), follow_up([[SEARCH, PROFILE]]), headers)
         lens.done()  # the session's span goes at shutdown
         spans = receiver.wait_for(3)
     assert receiver.paths == ["/v1/traces"] * receiver.requests
@@ -172,7 +110,7 @@ def test_warnings_are_attributes_and_events_and_content_is_opt_in(lens):
     )
     with Receiver() as receiver:
         lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url, toolcall_lens_otlp_content=True)
-        flow = flow_of(lens, misrouted, request([]))
+        flow = through_addon(lens, misrouted, follow_up([]))
         lens.done()
         (span,) = [s for s in receiver.wait_for(2) if s["name"].startswith("chat")]
     result = flow.metadata["toolcall_lens"]
@@ -225,7 +163,7 @@ def test_a_collector_down_refusing_or_slow_costs_the_traffic_nothing(lens, colle
     ) as receiver:
         url = "http://127.0.0.1:9" if collector == "down" else receiver.url  # port 9: nothing listens
         lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=url)
-        flows = [flow_of(lens, stream([SEARCH]), request([])) for _ in range(3)]
+        flows = [through_addon(lens, chat_stream([SEARCH]), follow_up([])) for _ in range(3)]
         # Annotated at once, before any export was answered (the SDK sends them on its own thread).
         assert all(check_result(f.metadata["toolcall_lens"]) is None for f in flows)
         assert receiver.requests == 0
@@ -242,7 +180,7 @@ def test_the_export_never_goes_through_a_proxy_the_environment_names(lens, monke
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     with Receiver() as receiver:
         lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
-        flow_of(lens, stream([]), request([]))
+        through_addon(lens, chat_stream([]), follow_up([]))
         lens.done()
         assert len(receiver.wait_for(2)) == 2  # the response's span and its session's
 
@@ -262,8 +200,8 @@ def test_the_cli_sends_a_dumps_spans_at_the_flows_own_times(lens, tmp_path, caps
 
     headers = {"x-session-id": "ses_9"}
     flows = [
-        flow_of(lens, stream([SEARCH]), request([]), headers),
-        flow_of(lens, stream([]), request([[SEARCH]]), headers),
+        through_addon(lens, chat_stream([SEARCH]), follow_up([]), headers),
+        through_addon(lens, chat_stream([]), follow_up([[SEARCH]]), headers),
     ]
     dump = tmp_path / "run.flows"
     with dump.open("wb") as file:

@@ -7,89 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from chat_flows import chat_stream, follow_up, through_addon
 from genai_prices import Usage, calc_price
 from mitmproxy import contentviews, exceptions, websocket
 from mitmproxy import io as mio
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import tflow
 from schemas import check_result
-from streams import DATA, call, chunk, sse, tool_chunk
+from streams import DATA
 from wsproto.frame_protocol import Opcode
 
-import addon as addon_module
 from accumulator.cli import main
-
-USAGE = {
-    "prompt_tokens": 1200,
-    "completion_tokens": 80,
-    "total_tokens": 1280,
-    "prompt_tokens_details": {"cached_tokens": 1000},
-}
-
-
-def stream(calls: list[tuple[str, str, str]], model: str = "gpt-4o") -> bytes:
-    """A Chat stream making these calls (id, name, arguments), then its usage chunk."""
-    events = [
-        {**tool_chunk(call(n, i, name, args)), "model": model} for n, (i, name, args) in enumerate(calls)
-    ]
-    events.append(
-        {
-            **chunk({"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}),
-            "model": model,
-        }
-    )
-    events.append({**chunk(), "choices": [], "usage": USAGE, "model": model})
-    return sse(*events)
-
-
-def request(turns: list[list[tuple[str, str, str]]], answer: str = "ok") -> dict:
-    messages: list[dict] = [{"role": "user", "content": "go"}]
-    for calls in turns:
-        messages.append(
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                    for i, n, a in calls
-                ],
-            }
-        )
-        messages += [{"role": "tool", "tool_call_id": i, "content": answer} for i, _, _ in calls]
-    return {
-        "model": "gpt-4o",
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "messages": messages,
-    }
-
-
-def flow_of(lens, body: bytes, req: dict, headers: dict | None = None, host: str = "api.openai.com"):
-    """One flow through the addon's hooks, as mitmproxy calls them."""
-    flow = tflow.tflow(resp=True)
-    flow.request.method = "POST"
-    flow.request.host = host
-    flow.request.path = "/v1/chat/completions"
-    flow.request.content = json.dumps(req).encode()
-    for name, value in (headers or {}).items():
-        flow.request.headers[name] = value
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    lens.request(flow)
-    lens.responseheaders(flow)
-    for start in range(0, len(body), 64):
-        flow.response.stream(body[start : start + 64])
-    flow.response.stream(b"")
-    flow.response.raw_content = body
-    lens.response(flow)
-    return flow
-
-
-@pytest.fixture
-def lens():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens) as tctx:
-        lens.tctx = tctx
-        yield lens
-
 
 SEARCH = ("call_1", "search", '{"q": "rbi"}')
 
@@ -97,9 +24,13 @@ SEARCH = ("call_1", "search", '{"q": "rbi"}')
 def test_each_flow_names_its_session_and_turn_in_its_result_and_jsonl_record(lens, tmp_path):
     jsonl = tmp_path / "llm.jsonl"
     lens.tctx.configure(lens, toolcall_lens_jsonl=str(jsonl))
-    first = flow_of(lens, stream([SEARCH]), request([]), {"x-claude-code-session-id": "run-A"})
-    other = flow_of(lens, stream([]), request([]))  # another agent, no header: a session of its own
-    second = flow_of(lens, stream([]), request([[SEARCH]]), {"x-claude-code-session-id": "run-A"})
+    first = through_addon(lens, chat_stream([SEARCH]), follow_up([]), {"x-claude-code-session-id": "run-A"})
+    other = through_addon(
+        lens, chat_stream([]), follow_up([])
+    )  # another agent, no header: a session of its own
+    second = through_addon(
+        lens, chat_stream([]), follow_up([[SEARCH]]), {"x-claude-code-session-id": "run-A"}
+    )
     results = [f.metadata["toolcall_lens"] for f in (first, other, second)]
     for result in results:
         check_result(result)
@@ -114,7 +45,7 @@ def test_each_flow_names_its_session_and_turn_in_its_result_and_jsonl_record(len
 
 
 def test_each_flow_carries_its_tokens_and_the_librarys_cost(lens):
-    result = flow_of(lens, stream([SEARCH]), request([])).metadata["toolcall_lens"]
+    result = through_addon(lens, chat_stream([SEARCH]), follow_up([])).metadata["toolcall_lens"]
     usage = result["usage"]
     assert (usage["input"], usage["output"], usage["cache_read"]) == (1200, 80, 1000)
     expected = calc_price(
@@ -125,12 +56,16 @@ def test_each_flow_carries_its_tokens_and_the_librarys_cost(lens):
 
 
 def test_an_unknown_model_gets_no_cost_and_says_why_and_a_price_file_prices_it(lens, tmp_path):
-    unpriced = flow_of(lens, stream([], model="house-model-7"), request([])).metadata["toolcall_lens"]
+    unpriced = through_addon(lens, chat_stream([], model="house-model-7"), follow_up([])).metadata[
+        "toolcall_lens"
+    ]
     assert unpriced["cost"] is None and "house-model-7" in unpriced["cost_note"]
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"house-model-7": {"input_mtok": 2, "output_mtok": 10}}))
     lens.tctx.configure(lens, toolcall_lens_prices=str(prices))
-    priced = flow_of(lens, stream([], model="house-model-7"), request([])).metadata["toolcall_lens"]
+    priced = through_addon(lens, chat_stream([], model="house-model-7"), follow_up([])).metadata[
+        "toolcall_lens"
+    ]
     assert priced["cost"]["total"] == pytest.approx((1200 * 2 + 80 * 10) / 1e6)
     assert priced["cost"]["price"]["source"] == f"price file {prices}"
 
@@ -157,8 +92,8 @@ def test_a_bad_price_file_is_refused_at_set_time_with_what_is_wrong(lens, tmp_pa
 def test_a_loop_is_a_warning_on_the_flow_and_marks_it_at_the_options_threshold(lens):
     lens.tctx.configure(lens, toolcall_lens_loop_after=2)
     headers = {"session-id": "codex-run"}
-    first = flow_of(lens, stream([SEARCH]), request([]), headers)
-    second = flow_of(lens, stream([("call_2", *SEARCH[1:])]), request([[SEARCH]]), headers)
+    first = through_addon(lens, chat_stream([SEARCH]), follow_up([]), headers)
+    second = through_addon(lens, chat_stream([("call_2", *SEARCH[1:])]), follow_up([[SEARCH]]), headers)
     assert not first.marked and "tool-call-loop" not in json.dumps(
         first.metadata["toolcall_lens"]["warnings"]
     )
@@ -170,8 +105,10 @@ def test_a_loop_is_a_warning_on_the_flow_and_marks_it_at_the_options_threshold(l
 
 def test_the_sessions_command_and_the_content_view_show_the_session_turn_by_turn(lens):
     headers = {"x-session-id": "ses_1"}
-    first = flow_of(lens, stream([SEARCH]), request([]), headers)
-    second = flow_of(lens, stream([]), request([[SEARCH]], answer="three documents"), headers)
+    first = through_addon(lens, chat_stream([SEARCH]), follow_up([]), headers)
+    second = through_addon(
+        lens, chat_stream([]), follow_up([[SEARCH]], answers={"call_1": "three documents"}), headers
+    )
     text = lens.sessions_report([first, second])
     assert text.startswith("== session ses_1 (header x-session-id): 2 turn(s), 1 call(s)")
     assert 'call search({"q": "rbi"}) -> result 15 B sent (turn 2)' in text
@@ -190,10 +127,12 @@ def dump_of(flows: list, path: Path) -> Path:
 
 
 def test_the_cli_groups_a_dumps_sessions_as_the_addon_did(lens, tmp_path, capsys):
-    a1 = flow_of(lens, stream([SEARCH]), request([]))
-    b1 = flow_of(lens, stream([("call_9", "search", '{"q": "x"}')]), request([]), {"X-Session-Id": "ses_B"})
-    a2 = flow_of(lens, stream([SEARCH]), request([[SEARCH]]))
-    a3 = flow_of(lens, stream([SEARCH]), request([[SEARCH], [SEARCH]]))
+    a1 = through_addon(lens, chat_stream([SEARCH]), follow_up([]))
+    b1 = through_addon(
+        lens, chat_stream([("call_9", "search", '{"q": "x"}')]), follow_up([]), {"X-Session-Id": "ses_B"}
+    )
+    a2 = through_addon(lens, chat_stream([SEARCH]), follow_up([[SEARCH]]))
+    a3 = through_addon(lens, chat_stream([SEARCH]), follow_up([[SEARCH], [SEARCH]]))
     dump = dump_of([a1, b1, a2, a3], tmp_path / "run.flows")
     assert main([str(dump), "--json"]) == 1  # the loop is a warning
     results = json.loads(capsys.readouterr().out)["results"]
@@ -217,7 +156,7 @@ def test_the_cli_groups_a_dumps_sessions_as_the_addon_did(lens, tmp_path, capsys
 
 def test_the_cli_prices_a_raw_capture_of_a_known_model(tmp_path, capsys):
     capture = tmp_path / "body.sse"
-    capture.write_bytes(stream([SEARCH]))
+    capture.write_bytes(chat_stream([SEARCH]))
     assert main([str(capture), "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["cost"]["price"]["model"] == "gpt-4o" and result["cost"]["total"] > 0
