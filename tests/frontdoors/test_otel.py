@@ -157,7 +157,7 @@ def test_a_websocket_response_is_a_span_at_its_messages_times(lens):
 
 
 @pytest.mark.parametrize("collector", ["down", "refusing", "slow"])
-def test_a_collector_down_refusing_or_slow_costs_the_traffic_nothing(lens, collector):
+def test_a_collector_down_refusing_or_slow_costs_the_traffic_nothing(lens, collector, caplog):
     with Receiver(
         delay=3.0 if collector == "slow" else 0.0, status=503 if collector == "refusing" else 200
     ) as receiver:
@@ -169,10 +169,15 @@ def test_a_collector_down_refusing_or_slow_costs_the_traffic_nothing(lens, colle
         assert receiver.requests == 0
         lens.otlp.provider.force_flush(15_000)
         status = lens.otlp_status()
+        # The loss is logged by the next flow, once: not again within the minute.
+        for _ in range(2):
+            through_addon(lens, chat_stream([]), follow_up([]))
+    logged = [r.getMessage() for r in caplog.records if "OTLP export to" in r.getMessage()]
     if collector == "slow":
-        assert "3 sent, 0 lost" in status
+        assert "3 sent, 0 lost" in status and logged == []
     else:
         assert "0 sent, 3 lost" in status and "last failure" in status
+        assert len(logged) == 1 and "3 lost" in logged[0], logged
 
 
 def test_the_export_never_goes_through_a_proxy_the_environment_names(lens, monkeypatch):
