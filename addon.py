@@ -64,9 +64,8 @@ class ToolcallLens:
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
-        self.otlp: SpanExport | None = (
-            None  # the OpenTelemetry export, when toolcall_lens_otlp_endpoint is set
-        )
+        # The OpenTelemetry export, when toolcall_lens_otlp_endpoint is set.
+        self.otlp: SpanExport | None = None
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -421,6 +420,8 @@ class ToolcallLens:
     def _annotate_connection(self, flow: http.HTTPFlow, watch: WebSocketWatch, settled: list[dict]) -> None:
         """A WebSocket flow's record, comment and marker, now that responses were settled (or it ended);
         one log line and one JSONL record per settled response."""
+        # Priced and placed first: a loop the session sees is in the tally, the comment and the marker.
+        asked_models = [self._price_and_place(flow, result, connection=True) for result in settled]
         watch.refresh(settled)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = watch.record
@@ -428,8 +429,8 @@ class ToolcallLens:
         marker = self._settings().marker
         if watch.loud and marker:
             flow.marked = marker
-        for result in settled:
-            self._emit(flow, result, self._price_and_place(flow, result, connection=True))
+        for result, model in zip(settled, asked_models, strict=True):
+            self._emit(flow, result, model)
             self.observed.record(result, flow.id)
             bad = any(w["severity"] == "warning" for w in result["warnings"])
             logger.log(

@@ -250,3 +250,32 @@ def test_a_response_that_names_no_model_is_priced_by_the_model_its_request_asked
     assert main([str(capture), "--json", "--request", str(tmp_path / "request.json")]) == 0
     (cli,) = json.loads(capsys.readouterr().out)["results"]
     assert cli["cost"]["total"] == pytest.approx(float(expected.total_price))
+
+
+def test_a_loop_over_a_websocket_is_in_the_connections_comment_and_marks_it(lens):
+    lens.tctx.configure(lens, toolcall_lens_loop_after=2)
+    flow = tflow.twebsocketflow()
+    flow.websocket.messages.clear()
+    flow.request.host, flow.request.path = "api.openai.com", "/v1/responses"
+    lens.websocket_start(flow)
+
+    def send(from_client: bool, obj: dict) -> None:
+        message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
+        flow.websocket.messages.append(message)
+        lens.websocket_message(flow)
+
+    for n in (1, 2):
+        answers = [{"type": "function_call_output", "call_id": f"c{n - 1}", "output": "ok"}] if n > 1 else []
+        send(True, {"type": "response.create", "model": "gpt-4o", "input": answers})
+        send(False, {"type": "response.created", "response": {"id": f"r{n}"}})
+        item = {"type": "function_call", "id": f"fc{n}", "call_id": f"c{n}", "name": "shell"}
+        send(False, {"type": "response.output_item.added", "output_index": 0, "item": item})
+        send(
+            False,
+            {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": '{"cmd": "ls"}'},
+        )
+        send(False, {"type": "response.completed", "response": {"id": f"r{n}", "status": "completed"}})
+    lens.websocket_end(flow)
+    second = flow.metadata["toolcall_lens"]["responses"][1]
+    assert [w["code"] for w in second["warnings"]] == ["tool-call-loop"]
+    assert "tool-call-loop" in flow.comment and flow.marked == ":warning:"
