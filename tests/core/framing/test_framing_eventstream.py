@@ -365,3 +365,61 @@ def test_raw_mode_an_oversized_frame_stops_the_framing_instead_of_dropping_it():
     assert decoder.feed(big) == [] and "over the 100 cap" in decoder.broken
     decoder.close()
     assert decoder.rest == big
+
+
+# -- what a mutation run found untested -----------------------------------------------------------------------
+
+
+def test_garbage_at_the_end_is_one_malformed_event_not_an_unfinished_message():
+    # The bytes left while looking for a prelude belong to the malformed region already reported.
+    decoder = EventStreamDecoder()
+    events = decoder.feed(A + b"this is not a frame, nor the start of one") + decoder.close()
+    assert [e.kind for e in events] == ["event", "malformed"] and decoder.incomplete_bytes == 0
+
+
+def test_looking_for_a_prelude_holds_at_most_eleven_bytes_however_fed():
+    decoder = EventStreamDecoder()
+    events = []
+    held = []
+    for byte in random.Random(3).randbytes(2000):
+        events.extend(decoder.feed(bytes([byte])))
+        held.append(decoder.pending)
+    assert [e.kind for e in events] == ["malformed"] and max(held) == 11
+
+
+@pytest.mark.parametrize(
+    "smallest",
+    [frame(b"", b""), frame({":event-type": "ping"}, b"")],
+    ids=["no headers, no payload", "headers, no payload"],
+)
+def test_decoding_resynchronises_on_a_message_with_nothing_after_its_headers(smallest):
+    events = decode(corrupt(A, 2) + smallest)
+    assert [e.kind for e in events] == ["malformed", "event"]
+    assert events[1] == decode(smallest)[0]
+
+
+def test_a_prelude_with_impossible_lengths_is_part_of_the_region_being_skipped():
+    impossible = frame(string_header(":event-type", "chunk"), b"", total=17)  # valid CRC, headers too long
+    events = decode(corrupt(A, 2) + impossible + B)
+    assert [e.kind for e in events] == ["malformed", "event"] and events[1].data == PAYLOAD_B
+
+
+@pytest.mark.parametrize("keep_raw", [False, True], ids=["plain", "raw"])
+def test_unparsable_headers_keep_the_message_bytes_only_in_raw_mode(keep_raw):
+    bad = frame(header("x", 10, b""), b"{}")
+    events = EventStreamDecoder(keep_raw=keep_raw).feed(bad + A)
+    assert [(e.type, e.kind) for e in events] == [
+        ("malformed-frame", "malformed"),
+        ("contentBlockDelta", "event"),
+    ]
+    assert [e.raw for e in events] == ([bad, A] if keep_raw else [None, None])
+
+
+def test_a_message_of_another_type_is_named_by_its_event_type():
+    message = frame({":message-type": "future-kind", ":event-type": "hello"}, b"{}")
+    assert decode(message) == [SseEvent("hello", b"{}", None, "future-kind")]
+
+
+def test_raw_mode_a_message_of_exactly_the_cap_is_framed():
+    decoder = EventStreamDecoder(len(A), keep_raw=True)
+    assert [e.raw for e in decoder.feed(A + A)] == [A, A] and decoder.broken is None

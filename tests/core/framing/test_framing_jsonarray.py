@@ -233,3 +233,27 @@ def test_one_megabyte_element_fed_one_byte_at_a_time_stays_linear():
         events.extend(feed(body[i : i + 1]))
     events.extend(decoder.close())
     assert len(events) == 2 and len(events[0].data) == len(body) - 2 and events[1] == END
+
+
+# -- what a mutation run found untested -----------------------------------------------------------------------
+
+
+def test_bytes_after_an_error_object_are_not_read_as_more_elements():
+    assert decode(b'{"error": 1}, {"x": 2}]') == [
+        SseEvent(None, b'{"error": 1}', None),
+        SseEvent(None, b', {"x": 2}]', None),
+    ]
+
+
+def test_empty_strings_end_where_they_close_even_the_first_one():
+    body = b'[{"":""}, "", {"k": ""}]'
+    assert [e.data for e in decode(body)] == [b'{"":""}', b'""', b'{"k": ""}', b""]
+
+
+@pytest.mark.parametrize("cap", [None, 2])
+def test_a_body_of_only_the_first_bytes_of_a_bom_is_read_at_close(cap):
+    assert decode(b"\xef\xbb", max_event_bytes=cap) == [SseEvent(None, b"\xef\xbb", None)]
+
+
+def test_only_json_whitespace_is_trimmed_from_bytes_after_the_end():
+    assert decode(b"[] x\x0b\x0c \r\n") == [END, SseEvent(None, b"x\x0b\x0c", None)]

@@ -177,3 +177,19 @@ def test_one_megabyte_line_fed_one_byte_at_a_time_stays_linear():
     for i in range(len(body)):
         events.extend(feed(body[i : i + 1]))
     assert len(events) == 1 and len(events[0].data) == len(body) - 1
+
+
+# -- what a mutation run found untested -----------------------------------------------------------------------
+
+
+def test_a_line_of_other_control_whitespace_is_not_blank():
+    # Only JSON's whitespace makes a line blank; a form feed or vertical tab is a line for the dialect.
+    decoder = NdjsonDecoder()
+    assert decoder.feed(b'{"a":1}\n\x0b\n') == [
+        SseEvent(None, b'{"a":1}', None),
+        SseEvent(None, b"\x0b", None),
+    ]
+    assert decoder.close() == [] and not decoder.unterminated
+    decoder = NdjsonDecoder()
+    assert decoder.feed(b"\x0c") == [] and decoder.close() == [SseEvent(None, b"\x0c", None)]
+    assert decoder.unterminated

@@ -284,3 +284,17 @@ def test_raw_mode_drops_nothing_and_says_how_much_waits():
     (event,) = decoder.feed(b"\n")
     assert event.raw == big + b"\n" and event.data == b"x" * 100  # the caller's cap, not the framer's
     assert decoder.pending == 0
+
+
+# -- what a mutation run found untested -----------------------------------------------------------------------
+
+
+def test_an_unterminated_event_keeps_its_type_id_and_every_data_line():
+    decoder = SseDecoder()
+    assert decoder.feed(b"event: delta\nid: 9\ndata: a\ndata: b\n") == []
+    assert decoder.close() == [SseEvent("delta", b"a\nb", "9")] and decoder.unterminated
+
+
+def test_a_line_started_after_an_oversized_event_in_the_same_chunk_is_read_on():
+    events = decode(b"data: " + b"x" * 50 + b"\ndata: more", b"\n\ndata: after\n\n", max_event_bytes=20)
+    assert events == [OVERSIZED, SseEvent(None, b"after", None)]
