@@ -184,6 +184,10 @@ class _Zstd(_Stage):
                 self._d = zstd.ZstdDecompressor(options=_ZSTD_OPTIONS)
                 self._in_frame = False
             elif not out and not data:
+                if d.needs_input:
+                    # The last call filled the limit exactly and had nothing more: more input is wanted
+                    # now (returning here held the rest of a chunk back, and lost it at the end).
+                    continue
                 return b""  # no progress without input (not expected; never spin)
             if out:
                 return out

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accumulator.decoding import ContentDecoder, supported
+from accumulator.decoding import ContentDecoder, ContentEncoder, supported
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -292,3 +292,200 @@ def test_damaged_input_never_raises_and_is_judged_the_same_however_cut(encoding,
     assert (decoder.error is None) is (whole_decoder.error is None)
     if decoder.error is None:
         assert out == whole
+
+
+# -- what a mutation run found untested ----------------------------------------------------------------------
+
+
+# 120,000 bytes of 6 bits each: one zstd block, compressed to more than a 64 KiB slice of input.
+MIXED = bytes(b & 0x3F for b in random.Random(5).randbytes(120_000))
+# 4 MiB of zeros, then MIXED: a few bytes that decode to far more than a pull's 64 KiB (zlib, brotli still
+# hold output when the pull is full), with more input after them in the same chunk.
+ZEROS_THEN_MIXED = bytes(4 << 20) + MIXED
+
+
+def reference(encoding: str):
+    """What the bytes fed so far decode to, all of it at once (an uncapped decompressor of the library)."""
+    if encoding in ("gzip", "deflate"):
+        return zlib.decompressobj(31 if encoding == "gzip" else 15).decompress
+    if encoding == "zstd":
+        return zstd.ZstdDecompressor().decompress
+    d = brotli.Decompressor()
+
+    def process(chunk: bytes) -> bytes:
+        out = d.process(chunk)
+        while not d.can_accept_more_data():
+            out += d.process(b"")
+        return out
+
+    return process
+
+
+@pytest.mark.parametrize(
+    "encoding,data,step",
+    [
+        pytest.param(encoding, data, step, id=f"{encoding}-{name}-{step}")
+        for encoding in ("gzip", "deflate", "br", "zstd")
+        for name, data in (("zeros-then-mixed", ZEROS_THEN_MIXED), ("mixed", MIXED))
+        for step in (64, 1000, 1 << 30)
+    ],
+)
+def test_each_chunk_gives_at_once_all_that_the_bytes_so_far_decode_to(encoding, data, step):
+    # Nothing decodable is held back for the next chunk or for flush: the analysis sees each event as soon as
+    # its bytes arrive (a pull that fills its 64 KiB while zlib still holds output, a zstd slice of input that
+    # decodes to nothing yet, brotli's output pending after a bounded call).
+    sent = ENCODERS[encoding](data)
+    decoder, expect = ContentDecoder(encoding, BIG), reference(encoding)
+    for i in range(0, len(sent), step):
+        chunk = sent[i : i + step]
+        assert decoder.decode(chunk) == expect(chunk), i
+    assert decoder.flush() == b"" and decoder.error is None and not decoder.exceeded
+
+
+def test_zstd_of_incompressible_data_in_large_chunks_decodes_whole_by_its_end():
+    # Input a pull left behind is kept, before the next chunk's, and nothing is lost.
+    data = random.Random(5).randbytes(300_000)
+    sent = zstd.compress(data)
+    out, decoder = run("zstd", [sent[:200_000], sent[200_000:]])
+    assert out == data and decoder.error is None
+
+
+def test_zstd_of_incompressible_data_fed_whole_decodes_whole():
+    # Raw blocks of 128 KiB: a pull's 64 KiB, twice, exactly; the next pull gives nothing and wants input,
+    # which the chunk still has (this lost the rest of the body, reported "truncated", before the fix).
+    data = random.Random(5).randbytes(300_000)
+    out, decoder = run("zstd", [zstd.compress(data)])
+    assert out == data and decoder.error is None
+
+
+@pytest.mark.parametrize(
+    "encoding,body,after",
+    [
+        ("gzip", gzip(b"abc") + b"\0", gzip(b"def")),  # not a member: all that follows is dropped
+        ("deflate", zlib.compress(b"abc"), zlib.compress(b"def")),  # deflate is one stream
+        ("deflate", raw_deflate(b"abc"), raw_deflate(b"def")),
+    ],
+)
+def test_bytes_after_the_end_are_dropped_however_they_arrive(encoding, body, after):
+    for pieces in ([body + after], [body, after], [body, after[:1], after[1:]]):
+        out, decoder = run(encoding, pieces)
+        assert out == b"abc" and decoder.error is None, pieces
+
+
+@pytest.mark.parametrize(
+    "encoding,body", [("gzip", gzip(b"abc") + b"\0"), ("deflate", zlib.compress(b"abc"))]
+)
+def test_bytes_dropped_after_the_end_are_not_kept_in_memory(encoding, body):
+    junk = bytes(1 << 20)
+    decoder = ContentDecoder(encoding, BIG)
+    tracemalloc.start()
+    try:
+        out = decoder.decode(body) + b"".join(decoder.decode(junk) for _ in range(16)) + decoder.flush()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == b"abc" and decoder.error is None
+    assert peak < 1 << 20, peak  # 16 MiB dropped, a slice at a time
+
+
+STORED_WITH_PADDING = (
+    bytes([0x08, 5, 0, 0xFA, 0xFF]) + b"hello" + raw_deflate(b"")
+)  # padding bits are ignored
+
+
+@pytest.mark.parametrize(
+    "body,data",
+    [
+        (
+            raw_deflate(b"3\x1b\\8v;7\x05\x0bY\xea\xcel\x02g>"),
+            b"3\x1b\\8v;7\x05\x0bY\xea\xcel\x02g>",
+        ),  # 33 96
+        (STORED_WITH_PADDING, b"hello"),  # 08 05: method 8, window 0, but the header check fails
+        (raw_deflate(b""), b""),  # two bytes in all
+    ],
+)
+def test_raw_deflate_is_told_from_zlib_by_the_whole_header(body, data):
+    # A zlib header is method 8, a window of at most 2**15 and a check of the first two bytes (RFC 1950): a raw
+    # stream meeting only some of the three is still raw.
+    assert body[:2] != zlib.compress(data)[:2]
+    for step in (len(body), 2, 1):
+        out, decoder = run("deflate", [body[i : i + step] for i in range(0, len(body), step)])
+        assert out == data and decoder.error is None, step
+
+
+@pytest.mark.parametrize(
+    "encoding,body,coding",
+    [
+        ("deflate", zlib.compress(SAMPLE)[:-100], "deflate"),
+        ("gzip", gzip(SAMPLE)[:-100], "gzip"),
+        ("deflate, br", brotli.compress(zlib.compress(SAMPLE)[:-100]), "deflate"),
+        ("deflate", b"\x78\x9c" + b"\xff" * 50, "deflate"),
+    ],
+)
+def test_a_truncated_or_corrupt_stream_names_its_coding(encoding, body, coding):
+    _, decoder = run(encoding, [body])
+    assert decoder.error.startswith(f"{coding}: "), decoder.error
+
+
+def test_a_zstd_window_over_8_mib_is_refused_in_a_later_frame_too():
+    c = zstd.ZstdCompressor(options={zstd.CompressionParameter.window_log: 24})
+    out, decoder = run("zstd", [zstd.compress(b"first") + c.compress(b"abc" * 1000) + c.flush()])
+    assert decoder.error is not None and out == b"first"
+
+
+def test_a_chain_of_four_codings_is_the_longest_accepted():
+    four, five = "gzip, deflate, br, zstd", "gzip, deflate, br, zstd, gzip"
+    assert supported(four) and not supported(five)
+    body = zstd.compress(brotli.compress(zlib.compress(gzip(SAMPLE))))
+    out, decoder = run(four, [body])
+    assert out == SAMPLE and decoder.error is None
+    decoder = ContentDecoder(five, BIG)  # every coding known, too many of them: an error, not an exception
+    assert decoder.error == "too many codings" and decoder.decode(body) == b"" and decoder.flush() == b""
+
+
+def test_a_cap_of_zero_decodes_nothing_and_inflates_nothing():
+    body = gzip(bytes(64 << 20))
+    tracemalloc.start()
+    try:
+        decoder = ContentDecoder("gzip", 0)
+        out = decoder.decode(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == b"" and decoder.exceeded and decoder.error is None and decoder.flush() == b""
+    assert peak < 1 << 20, peak  # zlib reads a limit of 0 as none: 64 MiB
+
+
+@pytest.mark.parametrize("encoding", list(ENCODERS))
+def test_output_that_reaches_the_cap_exactly_has_exceeded_it(encoding):
+    out, decoder = run(encoding, [ENCODERS[encoding](SAMPLE)], cap=len(SAMPLE))
+    assert out == SAMPLE and decoder.exceeded and decoder.error is None
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip", "gzip, br"])
+@pytest.mark.parametrize("complete", [True, False])
+def test_after_flush_nothing_more_is_decoded(encoding, complete):
+    body = ENCODERS[encoding](SAMPLE)
+    decoder = ContentDecoder(encoding, BIG)
+    decoder.decode(body if complete else body[: len(body) // 2])
+    assert decoder.flush() == b""
+    error = decoder.error
+    assert (error is None) is (complete or encoding == "identity")
+    assert decoder.decode(body) == b"" and decoder.decode(b"more") == b"" and decoder.flush() == b""
+    assert decoder.error == error and not decoder.exceeded
+
+
+def test_the_decoder_states_its_encoding_and_cap():
+    decoder = ContentDecoder("gzip, br", 1234)  # the cap is the limit a decoded-size-cap warning states
+    assert (decoder.encoding, decoder.max_output_bytes) == ("gzip, br", 1234)
+    assert decoder.exceeded is False and decoder.error is None
+
+
+@pytest.mark.parametrize("encoding", [e for e in ENCODERS if e != "identity"])
+def test_every_encode_decodes_at_once_to_all_the_data_given_so_far(encoding):
+    encoder, decoder = ContentEncoder(encoding), ContentDecoder(encoding, BIG)
+    for piece in (b"data: one\n\n", b"", b"data: two\n\n", SAMPLE[:20000]):
+        assert decoder.decode(encoder.encode(piece)) == piece
+    assert decoder.decode(encoder.finish()) == b"" and decoder.flush() == b"" and decoder.error is None
+    with pytest.raises(ValueError, match="compress"):
+        ContentEncoder("gzip, compress")
