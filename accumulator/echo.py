@@ -425,11 +425,12 @@ def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
 
 
 def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:
-    """The ids of two observed calls of one response whose arguments, interleaved, give ``echoed``."""
+    """The ids of two observed calls of one response whose arguments, interleaved, give ``echoed`` (a call
+    without an id as FLOW#POSITION, its place among its response's calls, as ``unanswered`` names it)."""
     if len(echoed) > _SPLICE_CAP:
         return None
     for i, a in enumerate(siblings):
-        for b in siblings[i + 1 :]:
+        for j, b in enumerate(siblings[i + 1 :], i + 1):
             if (
                 a.arguments
                 and b.arguments
@@ -437,7 +438,7 @@ def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:
                 and len(a.arguments) + len(b.arguments) == len(echoed)
                 and _interleaves(a.arguments, b.arguments, echoed)
             ):
-                return [a.id, b.id]
+                return [a.id or f"{a.flow_id}#{i}", b.id or f"{b.flow_id}#{j}"]
     return None
 
 
