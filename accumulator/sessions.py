@@ -121,10 +121,9 @@ class Sessions:
         """Put one response in its session, as its next turn: sets ``result["session"]`` and adds a
         ``tool-call-loop`` warning per call the session has now made ``loop_after`` times or more.
         ``headers``: its request's (mitmproxy's Headers: any case); ``previous_response_id``: the response
-        its request follows (Responses); ``tool_results``:
-        what the request sent back (``accumulator.echo.tool_results``); ``connection``: the flow is a
-        WebSocket connection (its responses share a session); ``time``: when it was asked (epoch
-        seconds)."""
+        its request follows (Responses); ``tool_results``: what the request sent back
+        (``accumulator.echo.tool_results``); ``connection``: the flow is a WebSocket connection (its
+        responses share a session); ``time``: when it was asked (epoch seconds)."""
         session, by = self._find(result, flow_id, headers, previous_response_id, connection)
         session.count += 1
         turn = session.count
