@@ -213,12 +213,12 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         if result is None:  # a dump's stream on an unknown path that turned out to be no LLM stream
             continue
         format = job.exchange.format
-        facts = asked(decoded(job.request) if job.request is not None else None, format)
+        # A dump flow's own request (its turn, its model), else the --request given for a raw body.
+        facts = asked(decoded(job.echo_request if job.echo_request is not None else job.request), format)
         _price(prices, result, job.source.get("url"), job.started, facts.model)
         moments.append((result, job.started, job.stamps[2] if job.stamps else None, facts.model))
         if job.echo_request is not None:
             add_evidence(result, *observed.examine(job.echo_request, format))
-            facts = asked(decoded(job.echo_request), format)
             sessions.place(
                 result,
                 job.source["flow_id"],
@@ -308,15 +308,22 @@ def _send_spans(spans, moments: list) -> None:
 
 def _response_times(job: ConnectionJob, result: dict) -> tuple[float | None, float | None]:
     """A WebSocket response's first and last message times, from the stored messages."""
+    at = _message_times(job)
+    start = at(result["websocket"]["first_message"])
+    return (start if start is not None else job.started), at(result["websocket"]["last_message"])
+
+
+def _message_times(job: ConnectionJob):
+    """A connection's message time by the message's number on the connection (both directions counted),
+    from the stored messages, less those the addon trimmed; None for one no longer stored."""
     stored = [m for m in job.messages if not isinstance(m, BadLine)]
-    websocket = result["websocket"]
+    trimmed = job.trimmed if job.recorded is not None else 0
 
     def at(number: int) -> float | None:
-        number -= job.trimmed if job.recorded is not None else 0
+        number -= trimmed
         return stored[number - 1][3] if 0 < number <= len(stored) else None
 
-    start = at(websocket["first_message"])
-    return (start if start is not None else job.started), at(websocket["last_message"])
+    return at
 
 
 def _print_sessions(sessions: Sessions, as_json: bool, failures: list[dict]) -> int:
@@ -464,13 +471,12 @@ def _run_connection(job: ConnectionJob, limits: Limits) -> list[tuple[str, dict]
                     f"({connection.number} stored message(s))",
                     file=sys.stderr,
                 )
-    stored = [m for m in job.messages if not isinstance(m, BadLine)]
+    at = _message_times(job)
     out = []
     for result in results:
         position = result["websocket"]["position"]
         source = {**job.source, "position": position}
-        number = result["websocket"]["first_message"] - trimmed
-        stamp = stored[number - 1][3] if 0 < number <= len(stored) else None
+        stamp = at(result["websocket"]["first_message"])
         when = stamp if stamp is not None else job.started
         if "flow_id" in job.source and when is not None:  # a dump's flow always has its request time
             source["time"] = _iso(when)

@@ -87,3 +87,33 @@ def test_a_collector_down_or_slow_leaves_the_traffic_as_the_provider_sent_it(pro
             assert len(receiver.wait_for(6)) == 6
     if collector == "down":
         assert any("OTLP export to" in line and "lost" in line for line in process.lines), process.lines[-5:]
+
+
+def test_a_websocket_response_is_a_span_at_its_messages_times(provider):
+    """The official SDK's Responses WebSocket mode through mitmdump: the response's span, inside its
+    connection's session, from its first to its last message."""
+    with Receiver() as receiver:
+        process, port = start(provider, f"toolcall_lens_otlp_endpoint={receiver.url}")
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_retries=0)
+            with client.beta.responses.connect() as conn:
+                conn.send({"type": "response.create", "model": "sequential", "tools": TOOLS})
+                got = []  # the calls the SDK was told of
+                for event in conn:
+                    if event.type == "response.output_item.added" and event.item.type == "function_call":
+                        got.append(event.item.name)
+                    if event.type in ("response.completed", "error"):
+                        break
+            (span,) = receiver.wait_for(1)
+        finally:
+            process.stop()
+        spans = receiver.wait_for(2)
+    assert event.type == "response.completed" and len(got) == 2
+    assert (
+        span["name"] == "chat sequential" and span["attributes"]["toolcall_lens.format"] == "openai-responses"
+    )
+    assert [p["name"] for p in json.loads(span["attributes"]["gen_ai.output.messages"])[0]["parts"]] == got
+    (session,) = [s for s in spans if s["name"].startswith("invoke_agent ")]
+    assert span["traceId"] == session["traceId"] and span["parentSpanId"] == session["spanId"]
+    assert session["attributes"]["gen_ai.conversation.id"] == span["attributes"]["gen_ai.conversation.id"]
+    assert span["startTimeUnixNano"] < span["endTimeUnixNano"]
