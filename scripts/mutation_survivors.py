@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import json
 import sys
@@ -35,6 +36,7 @@ def functions(path: Path) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def tokens(source: str) -> list[tuple[int, str]]:
     out = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -50,6 +52,15 @@ def changed(original: str, mutant: str) -> list[tuple[tuple[int, str] | None, tu
     import difflib
 
     a, b = tokens(original)[2:], tokens(mutant)[2:]  # "def NAME" differs by construction
+    # A mutation changes one place: the equal head and tail are left out before diffing (difflib without
+    # autojunk is quadratic in what it is given; over whole functions, the listing took 20 minutes).
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    a, b = a[head : len(a) - tail], b[head : len(b) - tail]
     pairs = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         if tag == "equal":
