@@ -1,6 +1,6 @@
 """Bedrock, the formats' shared base and the core's small modules: what a mutation run found untested (the
 logic survivors of ``accumulator/formats/bedrock_converse.py``, ``bedrock_invoke.py``, ``base.py``, the
-registry in ``formats/__init__.py``, ``exchange.py``, ``request.py``, ``timing.py`` and ``warnings.py``; see
+registry in ``formats/__init__.py``, ``exchange.py``, ``request.py``, ``timing.py`` and ``limits.py``; see
 docs/mutation.md). Each test was checked by applying the mutation it guards against to the source by hand
 and seeing it fail."""
 
@@ -13,8 +13,8 @@ import pytest
 from streams import DATA, aws_frame, codes, converse_frames, invoke_frames, warning
 
 from accumulator import (
+    Limits,
     StreamAccumulator,
-    add_warnings,
     analyze,
     analyze_message,
     classify,
@@ -418,18 +418,14 @@ def test_events_that_all_come_in_one_moment_have_no_gap():
     assert (timing["time_to_first_byte"], timing["duration"]) == (1.0, 1.0)
 
 
-# --- warnings: a result's warnings added to later ----------------------------------------------------------
-# WarningLog.of mutant 5 (the result's suppressed count subtracted).
+# --- limits.checked_strategies: a library caller's unknown strategy is named -------------------------------
+# checked_strategies mutant 4 (ValueError(None): the caller told nothing; the addon and the CLI check
+# their options themselves).
 
 
-def test_warnings_added_to_a_result_keep_counting_those_already_suppressed():
-    bad = aws_frame(event_headers("contentBlockDelta"), b"not json")
-    result = analyze(
-        converse_frames(MESSAGE_START) + bad * 23 + converse_frames(MESSAGE_STOP), "bedrock-converse"
-    )
-    assert (codes(result).count("malformed-event"), result["stats"]["warnings_suppressed"]) == (20, 3)
-    add_warnings(result, [{"code": "malformed-event", "severity": "warning", "message": "one more"}])
-    assert (codes(result).count("malformed-event"), result["stats"]["warnings_suppressed"]) == (20, 4)
+def test_an_unknown_strategy_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown strategies.*'bogus'.*known: "):
+        Limits(strategies=("recency", "bogus"))
 
 
 # --- bedrock_invoke.inner_event: which frames the rewriter reads as Anthropic events ----------------------
