@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from streams import choice, chunk, named_sse, sse, warning
+from streams import call, choice, chunk, named_sse, sse, tool_chunk, warning
 
 from accumulator import Connection, analyze, analyze_message, websocket_format
 from accumulator.echo import ObservedCalls
@@ -18,8 +18,13 @@ CHAT = "openai-chat"
 RESPONSES = "openai-responses"
 
 
-def calls(result: dict) -> list[tuple]:
-    return [(c["id"], c["name"], c["arguments"]) for ch in result["choices"] for c in ch["tool_calls"]]
+def calls(result: dict, choice_index: int | None = None) -> list[tuple]:
+    return [
+        (c["id"], c["name"], c["arguments"])
+        for ch in result["choices"]
+        if choice_index is None or ch["index"] == choice_index
+        for c in ch["tool_calls"]
+    ]
 
 
 def codes(result: dict) -> list[str]:
@@ -155,6 +160,81 @@ def test_an_unknown_id_in_an_older_chat_turn_is_not_flagged_but_one_beside_a_kno
     assert [(w["code"], w["id"]) for w in warnings if w["code"] == "unknown-tool-call-id"] == [
         ("unknown-tool-call-id", "call_made_up")
     ]
+
+
+# --- split_final: a finish that rides with a call's fragment while other calls are held -----------------------
+
+
+def chat_rewrite(body: bytes, inject=(), repair=()) -> tuple[bytes, dict]:
+    rewriter = StreamRewriter(CHAT, inject=list(inject), repair=list(repair))
+    return b"".join(rewriter.feed(body)) + b"".join(rewriter.finish()), rewriter.report()
+
+
+def data_lines(body: bytes) -> list[dict]:
+    return [json.loads(line[6:]) for line in body.splitlines() if line.startswith(b"data: {")]
+
+
+def finishes_last(body: bytes) -> bool:
+    """The finish goes out in a chunk of its own, after every tool-call fragment."""
+    chunks = data_lines(body)
+    reasons = [
+        n for n, c in enumerate(chunks) for ch in c["choices"] if type(ch) is dict and ch.get("finish_reason")
+    ]
+    entries = [
+        n
+        for n, c in enumerate(chunks)
+        for ch in c["choices"]
+        if type(ch) is dict and ch["delta"].get("tool_calls")
+    ]
+    return reasons == [len(chunks) - 1] and max(entries) < reasons[0]
+
+
+def test_a_finish_beside_a_name_split_in_two_goes_out_after_the_held_calls_and_the_names_pieces_in_order():
+    # split_final 10, 12, 13, 14 (the first piece of the name put after the second, or as null), 15 (the
+    # unit of two chunks left whole: its finish before the held call). Call a is named only in the last
+    # chunk, which split-names cuts in two; serialize holds call b meanwhile.
+    body = sse(
+        tool_chunk(call(0, "call_a", arguments="", type="function")),
+        tool_chunk(call(0, arguments='{"x": ')),
+        tool_chunk(call(1, "call_b", "beta", "{", type="function")),
+        tool_chunk(call(1, arguments="}")),
+        tool_chunk(call(0, name="alpha", arguments="1}"), finish_reason="tool_calls"),
+    )
+    out, report = chat_rewrite(body, inject=["split-names"], repair=["serialize"])
+    result = analyze(out, CHAT)
+    assert calls(result) == [("call_a", "alpha", '{"x": 1}'), ("call_b", "beta", "{}")]
+    assert result["choices"][0]["finish_reason"] == "tool_calls" and "malformed-event" not in codes(result)
+    assert report["edits"]["split-names"] == 2 and finishes_last(out)
+
+
+def _final(kind: str, entry: dict) -> dict:
+    if kind == "second-choice":
+        return chunk(choice(1, "tool_calls", tool_calls=[entry]))
+    if kind == "choice-without-index":
+        return chunk({"delta": {"tool_calls": [entry]}, "finish_reason": "tool_calls"})
+    return chunk(choice(0, "tool_calls", tool_calls=[entry]), "not a choice")
+
+
+@pytest.mark.parametrize("kind", ["second-choice", "choice-without-index", "a-choice-that-is-no-object"])
+def test_a_finish_chunk_is_split_keeping_its_choice_and_whatever_else_it_holds(kind):
+    # split_final 43, 51 (the carried fragment loses its choice's index), 44, 51 (a choice without index
+    # read as having one), 25 (a choice that is no object read as one)
+    n = 1 if kind == "second-choice" else 0
+    body = sse(
+        tool_chunk(call(0, "call_a", "alpha", '{"x": ', type="function"), choice_index=n),
+        tool_chunk(call(1, "call_b", "beta", "{", type="function"), choice_index=n),
+        tool_chunk(call(1, arguments="}"), choice_index=n),
+        _final(kind, call(0, arguments="1}")),
+    )
+    out, report = chat_rewrite(body, repair=["serialize"])
+    assert report["stopped"] is None and report["calls_reordered"] > 0
+    result = analyze(out, CHAT)
+    assert (
+        calls(result, n)
+        == [("call_a", "alpha", '{"x": 1}'), ("call_b", "beta", "{}")]
+        == calls(analyze(body, CHAT), n)
+    )
+    assert finishes_last(out)
 
 
 # === Responses ==============================================================================================
