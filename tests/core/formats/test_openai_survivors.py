@@ -543,34 +543,17 @@ def test_a_create_checks_its_responses_calls_against_its_own_tools():
     assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["lookup"]
 
 
-def test_a_create_that_follows_a_response_settles_it_even_with_no_output():
-    # ResponsesSession.client 36, 37, 47, 48, 51, 53 (previous_response_id read, named, settled)
+def test_an_echoed_call_in_a_creates_input_answers_nothing():
+    # ResponsesSession.client 27 (every input item's call_id read as an answer). (The settling by
+    # previous_response_id, client 36-53, is tests/core/test_websocket_survivors.py's.)
     wire = Wire(RESPONSES_WS)
     wire.client({"type": "response.create", "model": "m"})
-    ws_turn(wire, "r1", ["c1"])
-    settled = wire.client({"type": "response.create", "previous_response_id": "r1", "input": []})
-    assert [r["response_id"] for r in settled] == ["r1"]
-
-
-def test_a_create_settles_only_the_response_it_answers_and_flags_an_unknown_output_there():
-    # ResponsesSession.client 44, 46 (previous passed to answer), 49 (only these responses settled), 27
-    # (an item that is no function_call_output answers nothing)
-    wire = Wire(RESPONSES_WS)
-    wire.client({"type": "response.create", "model": "m", "stream_id": "a"})
-    wire.client({"type": "response.create", "model": "m", "stream_id": "b"})
-    ws_turn(wire, "r1", ["c1", "c3"], stream_id="a")
-    ws_turn(wire, "r2", ["c2"], stream_id="b")
-    echo = {"type": "function_call", "call_id": "c3", "name": "lookup", "arguments": "{}"}
-    create = {"type": "response.create", "stream_id": "a", "previous_response_id": "r1"}
-    settled = wire.client({**create, "input": [echo, output("c1"), output("zz")]})
-    assert [r["response_id"] for r in settled] == ["r1"]
-    (first,) = settled
-    assert [(w["code"], w["id"]) for w in first["warnings"] if w["code"] != "recency-misroute"] == [
-        ("unknown-tool-call-id", "zz"),
-        ("unanswered-call", "c3"),
-    ]
-    by_id = {r["response_id"]: r for r in wire.finish()}
-    assert "unknown-tool-call-id" not in codes(by_id["r2"])
+    ws_turn(wire, "r1", ["c1", "c2"])
+    echo = {"type": "function_call", "call_id": "c2", "name": "lookup", "arguments": "{}"}
+    create = {"type": "response.create", "previous_response_id": "r1", "input": [echo, output("c1")]}
+    (settled,) = wire.client(create)
+    assert settled["websocket"]["evidence"]["answered"] == ["c1"]
+    assert [w["id"] for w in settled["warnings"] if w["code"] == "unanswered-call"] == ["c2"]
 
 
 @pytest.mark.parametrize(
