@@ -389,7 +389,7 @@ def format_session(record: dict) -> str:
 
 def _answer(call: dict) -> str:
     if call["answered"] is None:
-        return "not answered yet" if call["id"] else "(no id: not matched)"
+        return "not answered yet"  # no later turn yet (a call without an id is matched by its name)
     if call["answered"] is False:
         return "NEVER ANSWERED"
     result = call["result"]

@@ -160,9 +160,9 @@ def test_a_call_without_an_id_is_matched_in_the_next_turn_only():
     place(sessions, gemini("read_file"), "g3", tool_results=[sent("read_file")])
     record = record_of(sessions)
     assert calls_of(record, 1) == [("read_file", False, None)]
-    # The last turn's call: no later turn yet, and none could tell it by id.
+    # The last turn's call: no later turn yet; its name would tell it in the next one.
     assert calls_of(record, 3) == [("read_file", None, None)]
-    assert turn_lines(format_session(record), 3)[1] == "    call read_file({}) -> (no id: not matched)"
+    assert turn_lines(format_session(record), 3)[1] == "    call read_file({}) -> not answered yet"
 
 
 # --- session_record's totals and format_session's head -----------------------------------------------------
