@@ -489,11 +489,13 @@ def _run_connection(job: ConnectionJob, limits: Limits) -> list[tuple[str, dict]
 
 def _place_connection_warnings(results: list[dict], warnings: list[dict]) -> None:
     """Warnings of no response (a bad message while none ran) go on the result of the response that came
-    next, else the last one: the CLI prints results, not the connection."""
+    next, else the last one: the CLI prints results, not the connection. A bad line of a capture stood after
+    message ``ws_message``; a bad message is that message itself, which may have begun a response."""
     if not results:
         return
     for warning in warnings:
-        after = warning.get("ws_message") or 0
+        at = warning.get("ws_message") or 0
+        after = at if "line" in warning else at - 1
         target = next((r for r in results if r["websocket"]["first_message"] > after), results[-1])
         add_warnings(target, [warning])
 
