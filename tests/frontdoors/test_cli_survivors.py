@@ -422,7 +422,7 @@ def test_a_websocket_flows_path_names_its_format_when_its_first_messages_cannot(
     keepalive = WebSocketMessage(
         Opcode.TEXT, False, b'{"type": "keepalive"}', ws.websocket.messages[0].timestamp
     )
-    ws.websocket.messages[1:1] = [keepalive] * 10
+    ws.websocket.messages[0:0] = [keepalive] * 10
     _, (result,), _ = run_json(capsys, dump(tmp_path / "rt.flows", ws))
     assert result["format"] == "openai-realtime"
 
