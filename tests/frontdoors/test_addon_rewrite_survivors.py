@@ -647,3 +647,16 @@ def test_a_block_index_that_starts_again_as_text_is_no_longer_a_tool_call():
     assert keys(Event(kind="delta", index=0)) == (reorder.FRAGMENT, 0)
     assert keys(Event(kind="start", index=0)) == (reorder.BOUNDARY, None)
     assert keys(Event(kind="delta", index=0)) == (reorder.BOUNDARY, None)
+
+
+# --- response: an HTTP error without a content type (response_38, _40) --------------------------------------
+
+
+def test_an_http_error_without_a_content_type_is_reported_as_such(lens):
+    flow = json_flow({"model": "gpt-4o", "messages": [], "stream": True}, b"upstream exploded")
+    flow.response.status_code = 502
+    del flow.response.headers["content-type"]
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert [w["code"] for w in result["warnings"]] == ["http-error"]
+    assert "no content type" in result["warnings"][0]["message"]
