@@ -18,7 +18,6 @@ from wsproto.frame_protocol import Opcode
 
 import addon as addon_module
 from accumulator import analyze
-from accumulator import stream as core_stream
 from accumulator.rewrite import StreamRewriter, reorder
 from accumulator.rewrite.formats import skip_reason
 from accumulator.rewrite.messages import MessageRewriter
@@ -136,7 +135,7 @@ def test_a_message_whose_analysis_raises_gets_a_failure_result_naming_the_error(
     def broken(*_args, **_kwargs):
         raise RuntimeError("core bug")
 
-    monkeypatch.setattr(core_stream, "analyze_message", broken)
+    monkeypatch.setattr(addon_module, "analyze_exchange", broken)  # addon.py is never compiled
     flow = json_flow({"model": "gpt-4o", "messages": []}, MESSAGE)
     lens.response(flow)
     result = flow.metadata["toolcall_lens"]
