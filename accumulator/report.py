@@ -90,6 +90,7 @@ def format_report(result: dict, title: str | None = None) -> str:
             f"rewritten: injected {', '.join(rewrite.get('inject', ())) or '-'}, "
             f"repaired {', '.join(rewrite.get('repair', ())) or '-'}"
             + "".join(f"; skipped {s['name']}: {s['reason']}" for s in rewrite.get("skipped", ()))
+            + "".join(f"; {part}" for part in _rewrite_trouble(rewrite))
         )
         upstream = rewrite.get("upstream")
         if upstream:
@@ -99,6 +100,20 @@ def format_report(result: dict, title: str | None = None) -> str:
                 + f", warnings {', '.join(upstream['warnings']) or '-'}; the report above is what the client got"
             )
     return "\n".join(lines)
+
+
+def _rewrite_trouble(rewrite: dict) -> list[str]:
+    """Where a rewrite did not run to the end: it stopped (a cap, a body it could not decode) or failed,
+    and the rest of the stream passed as it came; or only the upstream's own analysis failed."""
+    out = []
+    stopped = rewrite.get("stopped")
+    if stopped:
+        out.append(f"STOPPED after {stopped.get('after_events')} events: {stopped.get('reason')}")
+    if rewrite.get("failure"):
+        out.append(f"FAILED: {rewrite['failure']} (the rest passed as it came)")
+    if rewrite.get("upstream_failure"):
+        out.append(f"the upstream's own stream could not be analysed: {rewrite['upstream_failure']}")
+    return out
 
 
 def tokens_line(usage: dict) -> str:
@@ -232,7 +247,8 @@ def summary_line(result: dict) -> str:
     rewrite = result.get("rewrite")
     if rewrite:
         done = [*rewrite.get("inject", ()), *rewrite.get("repair", ())]
-        parts.append(f"rewritten: {', '.join(done) or 'nothing applied'}")
+        trouble = " (FAILED)" if rewrite.get("failure") else " (STOPPED)" if rewrite.get("stopped") else ""
+        parts.append(f"rewritten: {', '.join(done) or 'nothing applied'}{trouble}")
     return " | ".join(parts)
 
 

@@ -563,6 +563,21 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "inject": {"type": "array", "items": {"type": "string"}},
                 "repair": {"type": "array", "items": {"type": "string"}},
                 "skipped": {"type": "array"},
+                "stopped": {
+                    "type": ["object", "null"],
+                    "description": "the rewriting stopped (a cap, a body it could not decode): the rest passed "
+                    "as it came",
+                    "required": ["reason", "after_events"],
+                    "properties": {"reason": {"type": "string"}, "after_events": {"type": "integer"}},
+                },
+                "failure": {
+                    "type": "string",
+                    "description": "the rewriting failed: the rest passed as it came",
+                },
+                "upstream_failure": {
+                    "type": "string",
+                    "description": "only the analysis of the upstream's own stream failed; rewriting went on",
+                },
                 "upstream": {
                     "type": "object",
                     "properties": {

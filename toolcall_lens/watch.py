@@ -182,7 +182,7 @@ class RewriteWatch:
         if self.inner is not None:
             chunk = self.inner(chunk)
         if self.failure is not None:
-            return [chunk] if chunk else []
+            return self._as_it_came(chunk)
         try:
             if chunk:
                 if self.upstream_failure is None:
@@ -198,7 +198,15 @@ class RewriteWatch:
             return pieces  # never an empty piece: to mitmproxy an empty chunk ends a chunked body
         except Exception as exc:  # noqa: BLE001 - the bytes must reach the client whatever happened
             self.failure = describe(exc)
-            return [chunk] if chunk else []
+            return self._as_it_came(chunk)
+
+    def _as_it_came(self, chunk: bytes) -> list[bytes]:
+        """After the rewriting failed: the chunk goes on as it came, and the client's analysis reads it
+        (the flow's result is what the client got; what the rewriter held is lost)."""
+        if not chunk:
+            return []
+        self.client(chunk)
+        return [chunk]
 
     def finish(self) -> tuple[dict | None, bytes]:
         """The client's result, with what was rewritten and how the upstream's stream compares. Never raises."""
@@ -221,7 +229,7 @@ class RewriteWatch:
                 result["rewrite"] = report
         except Exception as exc:  # noqa: BLE001
             if result is not None:
-                result["rewrite"] = {"failure": describe(exc)}
+                result["rewrite"] = {"inject": [], "repair": [], "skipped": [], "failure": describe(exc)}
         return result, body
 
 

@@ -5,6 +5,8 @@ keep flowing unchanged and the failure is recorded on the flow."""
 
 from __future__ import annotations
 
+import contextlib
+
 from accumulator import Connection
 from accumulator.report import ConnectionTally
 
@@ -180,6 +182,7 @@ class RewriteSocketWatch(WebSocketWatch):
     def message(self, msg) -> list[dict]:
         if self.failure is not None:
             return []
+        dropped = False
         try:
             if msg.injected:  # ours (or another addon's), on its way: what the client gets
                 return self.connection.message(msg.from_client, msg.content, msg.is_text, msg.timestamp)
@@ -193,12 +196,16 @@ class RewriteSocketWatch(WebSocketWatch):
                 settled = self.connection.message(True, msg.content, msg.is_text, msg.timestamp)
             else:
                 msg.drop()
+                dropped = True
                 out += self.rewriter.feed(msg.content)
             for content in out:
                 self.inject(content, msg.is_text)
             return settled
         except Exception as exc:  # noqa: BLE001 - the message must pass whatever happened
             self._failed(exc)
+            if dropped:  # the rewriter failed on it: it goes to the client as it came, after those before it
+                with contextlib.suppress(Exception):
+                    self.inject(msg.content, msg.is_text)
             return []
 
     def finish(self, now: float | None, closed: dict | None) -> list[dict]:

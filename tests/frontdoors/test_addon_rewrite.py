@@ -5,12 +5,15 @@ got with the upstream's stream compared."""
 from __future__ import annotations
 
 import gzip
+import json
 
 import fake_provider
 import pytest
 from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow
+from schemas import check_result
+from test_addon_rewrite_survivors import InjectWebSocket, response_events, send, ws_flow
 
 import addon as addon_module
 from accumulator import analyze
@@ -100,6 +103,12 @@ def test_both_sides_of_a_rewritten_stream_obey_the_call_and_argument_caps():
     upstream = result["rewrite"]["upstream"]
     assert {"calls-cap", "arguments-cap"} <= set(upstream["warnings"])
     assert upstream["calls_same"] is True
+    # Past its call cap the rewriting stopped, and the rest passed as it came: said, not only recorded.
+    stopped = result["rewrite"]["stopped"]
+    assert stopped["reason"] == "more than 1 tool calls: the rest passes as it is"
+    assert flow.comment.endswith("rewritten: interleave (STOPPED)")
+    assert f"; STOPPED after {stopped['after_events']} events: more than 1 tool calls" in format_view(result)
+    check_result(result)
 
 
 def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
@@ -208,7 +217,41 @@ def test_a_failing_rewriter_lets_the_bytes_through():
         assert watch(body) == [body]
         assert watch(b"") == []
         lens.response(flow)
-    assert "RuntimeError: boom" in flow.metadata["toolcall_lens"]["rewrite"]["failure"]
+    result = flow.metadata["toolcall_lens"]
+    assert "RuntimeError: boom" in result["rewrite"]["failure"]
+
+    # The client got the stream as it came, and the result reads it (not an empty, cut-short stream).
+    def calls(r):
+        return [(c["id"], c["name"], c["arguments"]) for c in r["choices"][0]["tool_calls"]]
+
+    assert result["complete"] and calls(result) == calls(analyze(body, "openai-chat")) != []
+    # Said where a person looks: the comment and the report.
+    assert flow.comment.endswith("rewritten: nothing applied (FAILED)")  # the stand-in applied nothing
+    assert "; FAILED: RuntimeError: boom (the rest passed as it came)" in format_view(result)
+    check_result(result)
+
+
+def test_a_rewriter_whose_report_fails_leaves_a_rewrite_entry_that_says_so():
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("openai-chat", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = stream_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+        watch.rewriter = Failing(watch.rewriter, "report", RuntimeError("no report"))
+        watch(body)
+        watch(b"")
+        lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert result["rewrite"] == {
+        "inject": [],
+        "repair": [],
+        "skipped": [],
+        "failure": "RuntimeError: no report",
+    }
+    check_result(result)  # the entry has what the schema asks of every rewrite entry
+    assert flow.comment.endswith("rewritten: nothing applied (FAILED)")
 
 
 def test_a_failing_upstream_analysis_does_not_stop_the_rewriting():
@@ -228,6 +271,9 @@ def test_a_failing_upstream_analysis_does_not_stop_the_rewriting():
     assert b"".join(out) == b"".join([*rewriter.feed(body), *rewriter.finish()])
     rewrite = flow.metadata["toolcall_lens"]["rewrite"]
     assert "RuntimeError: boom" in rewrite["upstream_failure"] and "upstream" not in rewrite
+    assert "the upstream's own stream could not be analysed: RuntimeError: boom" in format_view(
+        flow.metadata["toolcall_lens"]
+    )
 
 
 def test_a_rewrite_that_does_not_apply_says_so_on_the_flow_and_in_the_log(caplog):
@@ -257,3 +303,31 @@ def test_rechunk_on_a_whole_call_format_counts_the_events_that_passed():
     events = flow.metadata["toolcall_lens"]["stats"]["events"]
     assert b"".join(out) == body and len(out) > 1
     assert rewrite["events_in"] == rewrite["events_out"] == events > 0
+
+
+def test_a_websocket_message_the_rewriter_fails_on_still_reaches_the_client_and_the_rest_pass_as_they_come():
+    # Every server message of a rewritten connection is dropped and the rewriter's output injected in its
+    # place: a message it failed on must be injected as it came, and the ones after it not dropped at all.
+    lens = addon_module.ToolcallLens()
+    injector = InjectWebSocket(lens)
+    with taddons.context(lens, injector) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"])
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        send(lens, flow, True, {"type": "response.create", "model": "m"})
+        events = response_events("r1", 2)
+        send(lens, flow, False, events[0])
+        watch = lens.sockets[flow.id]
+        watch.rewriter = Failing(watch.rewriter, "feed", RuntimeError("boom"))
+        failed_on = send(lens, flow, False, events[1])
+        rest = [send(lens, flow, False, event) for event in events[2:]]
+        lens.websocket_end(flow)
+    assert failed_on.dropped and [m.content for m in flow.websocket.messages if m.injected][-1:] == [
+        failed_on.content
+    ]
+    assert not any(m.dropped for m in rest)
+    # What the client got: every server message once, in order.
+    got = [m.content for m in flow.websocket.messages if not m.from_client and (m.injected or not m.dropped)]
+    assert got == [json.dumps(e).encode() for e in events]
+    record = flow.metadata["toolcall_lens"]
+    assert "RuntimeError: boom" in json.dumps(record)

@@ -15,6 +15,7 @@ from test_report_survivors import lines_of
 
 from accumulator import StreamAccumulator, analyze
 from accumulator.cli import main
+from accumulator.report import summary_line
 
 SEARCH = ("call_1", "search", '{"q": "rbi"}')
 
@@ -52,12 +53,15 @@ def test_the_timing_of_a_result_that_names_no_source_has_no_parenthesis():
     assert "timing: first byte 0.500s, first event 0.500s, total 1.000s" in lines
 
 
-def test_a_rewrite_that_failed_before_its_report_does_not_break_the_report():
-    # format_report 279, 281, 289, 291, 302, 304 (no default for a missing list: the report raises). The
-    # addon records only {"failure": ...} when the rewriter's report itself fails (toolcall_lens/watch.py).
+def test_a_rewrite_that_failed_says_so_and_a_rewrite_entry_of_an_older_version_does_not_break_the_report():
+    # format_report 279, 281, 289, 291, 302, 304 (no default for a missing list: the report raises). An
+    # earlier addon recorded only {"failure": ...} when the rewriter's report itself failed.
     result = analyze(chat_stream([SEARCH]))
     result["rewrite"] = {"failure": "RuntimeError: boom"}
-    assert lines_of(result)[-1] == "rewritten: injected -, repaired -"
+    assert lines_of(result)[-1] == (
+        "rewritten: injected -, repaired -; FAILED: RuntimeError: boom (the rest passed as it came)"
+    )
+    assert summary_line(result).endswith("| rewritten: nothing applied (FAILED)")
 
 
 # --- tokens_line ------------------------------------------------------------------------------------------
