@@ -1,0 +1,196 @@
+"""OpenAI Chat Completions and Responses: what a mutation run found untested (the logic survivors of
+``accumulator/formats/openai_chat.py`` and ``openai_responses.py`` left after test_openai_survivors.py; see
+docs/mutation.md): Chat's rewriting (the chunk roles the reorderers read, split-names, repeat-names,
+collide-index, reindex), the Responses events that restate a call or name the response, errors and usage.
+Each test was checked by applying the mutation it guards against to the source by hand and seeing it fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streams import call, choice, chunk, named_sse, sse, tool_chunk, warning
+from test_openai_survivors import (
+    ADDED,
+    CHAT,
+    COMPLETED,
+    RESPONSES,
+    args_delta,
+    calls,
+    chat_rewrite,
+    data_lines,
+)
+
+from accumulator import analyze
+
+# === Chat Completions: rewriting ==============================================================================
+
+
+def entries(body: bytes, choice_index: int = 0) -> list[dict]:
+    """Every tool-call entry of a choice, in the order the chunks carry them."""
+    return [
+        entry
+        for c in data_lines(body)
+        for ch in c["choices"]
+        if ch.get("index", 0) == choice_index
+        for entry in ch["delta"].get("tool_calls") or ()
+    ]
+
+
+def verdict(body: bytes, strategy: str) -> str:
+    return analyze(body, CHAT)["compatibility"][strategy]["verdict"]
+
+
+def fn(index=None, id=None, name=None, arguments=None) -> dict:
+    """A tool-call entry with ``type: function`` where it has an id (as providers send the first one)."""
+    return call(index, id, name, arguments, **({"type": "function"} if id else {}))
+
+
+# --- _role, _finishes: what passes in place while serialize holds a call -------------------------------------
+
+TEXT_WITHOUT_FINISH_KEY = chunk({"index": 0, "delta": {"content": "Hi"}})  # no finish_reason at all
+NO_CHOICES = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "gpt-test"}
+
+
+@pytest.mark.parametrize("middle", [TEXT_WITHOUT_FINISH_KEY, NO_CHOICES], ids=["text", "no-choices"])
+def test_a_chunk_of_no_call_passes_in_place_and_serialize_still_holds_the_other_call(middle):
+    # _role 4, 21 (a text chunk taken as the run's end), _finishes 9 (a choice without finish_reason read as
+    # one: KeyError), 7 (a chunk without choices taken as a finish)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(fn(1, "call_b", "beta", "")),
+        tool_chunk(call(0, arguments='{"a": ')),
+        middle,
+        tool_chunk(call(1, arguments="{}")),
+        tool_chunk(call(0, arguments="1}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["serialize"])
+    assert report["stopped"] is None and verdict(body, "recency") == "breaks"
+    assert verdict(out, "recency") == "ok"
+    assert calls(analyze(out, CHAT)) == [("call_a", "alpha", '{"a": 1}'), ("call_b", "beta", "{}")]
+    chunks = data_lines(out)
+    assert chunks.index(middle) < min(n for n, c in enumerate(chunks) if "call_b" in json.dumps(c))
+
+
+# --- IndexKeys, CallKeys: the keys interleave and serialize group chunks by ---------------------------------
+
+
+def test_interleave_keeps_calls_of_no_integer_index_in_one_group_as_they_came():
+    # IndexKeys.__call__ 13 (an index that is no int used as a key of its own: the calls interleaved)
+    body = sse(
+        tool_chunk(fn("x", "call_a", "alpha", "")),
+        tool_chunk(fn("x", "call_a", arguments="{}")),
+        tool_chunk(fn("y", "call_b", "beta", "")),
+        tool_chunk(fn("y", "call_b", arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["interleave"])
+    assert out == body and report["stopped"] is None
+
+
+def test_serialize_leaves_a_fragment_no_call_claims_where_it_came():
+    # CallKeys.__call__ 8 (the key of an unclaimed entry read from None: the rewriting stops)
+    orphan = tool_chunk(call(5, arguments="x"))
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(fn(1, "call_b", "beta", "")),
+        orphan,
+        tool_chunk(call(0, arguments="{}")),
+        tool_chunk(call(1, arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["serialize"])
+    assert report["stopped"] is None
+    assert data_lines(out)[2] == orphan
+
+
+# --- _head_chunk: the first half of a split chunk carries no usage ----------------------------------------------
+
+
+def test_a_finish_chunk_split_around_held_calls_reports_its_usage_once():
+    # _head_chunk 4, 5, 8 (the usage kept on the fragments' half too), 9 ("" for null), 12 (Groq's x_groq kept)
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    final = tool_chunk(call(0, arguments="}"), finish_reason="tool_calls")
+    final.update(usage=usage, x_groq={"usage": usage})
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "{")),
+        tool_chunk(fn(1, "call_b", "beta", "{}")),
+        final,
+    )
+    out, _ = chat_rewrite(body, repair=["serialize"])
+    chunks = data_lines(out)
+    assert [c.get("usage") for c in chunks] == [None] * (len(chunks) - 1) + [usage]
+    assert ["x_groq" in c for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    head = next(
+        c
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls") == [call(0, arguments="}")]
+    )
+    assert "usage" in head and head["usage"] is None
+
+
+# --- _cut, ChatEdits._split_name: which names split-names cuts, and how -------------------------------------------
+
+
+@pytest.mark.parametrize("entry", [fn(0, "call_a", "x", "{}"), fn(0, "call_a", "aa", "{}"), fn(None, "call_a", "alpha", "{}")],
+                         ids=["one-letter", "no-cut-of-aa", "no-index"])  # fmt: skip
+def test_split_names_leaves_a_name_it_cannot_cut_or_a_call_without_index_whole(entry):
+    # _cut 12 ("aa" cut into "aa" and ""), _split_name 3 (no cut taken as one; an entry without index
+    # split: KeyError)
+    body = sse(tool_chunk(entry), chunk(choice(0, "tool_calls")))
+    out, report = chat_rewrite(body, inject=["split-names"])
+    assert out == body and report["names_split"] == 0 and report["stopped"] is None
+
+
+def test_split_names_moves_the_id_and_type_to_the_first_piece():
+    # _split_name 24, 28 (the first piece's type null), 27 (the type left on the second piece)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(call(1, "call_b", "gamma", "")),  # no type: the first piece says function
+        tool_chunk(call(0, arguments="{}"), call(1, arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["split-names"])
+    assert report["names_split"] == 2
+    assert entries(out)[:4] == [
+        {"index": 0, "id": "call_a", "type": "function", "function": {"name": "al", "arguments": ""}},
+        {"index": 0, "function": {"name": "pha", "arguments": ""}},
+        {"index": 1, "id": "call_b", "type": "function", "function": {"name": "ga", "arguments": ""}},
+        {"index": 1, "function": {"name": "mma", "arguments": ""}},
+    ]
+
+
+def test_split_names_keeps_a_second_choices_name_in_its_choice():
+    # ChatEdits.push 88 (the first piece's chunk sent for choice null, read as choice 0)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "{}"), choice_index=1),
+        chunk(choice(1, "tool_calls")),
+    )
+    out, _ = chat_rewrite(body, inject=["split-names"])
+    result = analyze(out, CHAT)
+    assert calls(result, 1) == [("call_a", "alpha", "{}")] and calls(result, 0) == []
+
+
+# --- ChatEdits.push: what an edit leaves alone, and what it counts -----------------------------------------------
+
+
+def test_edits_keep_the_bytes_of_every_chunk_they_do_not_change():
+    # ChatEdits.push 7, Reindex.push 6 (every chunk marked edited: serialised again), Reindex.push 29 (every
+    # index taken as wrong), _drop_repeats 2 (every continuation taken as repeating its call), Reindex.push 9
+    # (the choices' calls numbered together: choice 1's call moved to index 1)
+    body = sse(  # json.dumps' spacing: a chunk serialised again would not keep these bytes
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(call(0, arguments="{}")),
+        tool_chunk(fn(0, "call_b", "beta", ""), choice_index=1),
+        tool_chunk(call(0, arguments="{}"), choice_index=1),
+        chunk(choice(0, "tool_calls"), choice(1, "tool_calls")),
+    )
+    for names in (["split-names"], ["reindex"]):
+        out, report = chat_rewrite(
+            body, inject=[n for n in names if n != "reindex"], repair=[n for n in names if n == "reindex"]
+        )
+        kept = [line for line in body.splitlines() if line.startswith(b"data: {") and b'"name"' not in line]
+        assert set(kept) <= set(out.splitlines()), names
+        if names == ["reindex"]:
+            assert out == body and report["edits"] == {}
