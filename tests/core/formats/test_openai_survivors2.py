@@ -194,3 +194,172 @@ def test_edits_keep_the_bytes_of_every_chunk_they_do_not_change():
         assert set(kept) <= set(out.splitlines()), names
         if names == ["reindex"]:
             assert out == body and report["edits"] == {}
+
+
+def test_split_names_with_collide_index_counts_each_chunk_it_moved_to_index_0():
+    # ChatEdits.push 68, 69 (a first piece's collision dropped from the count, or needed beside the second's)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "get_weather", "")),
+        tool_chunk(call(0, arguments="{}")),
+        tool_chunk(fn(1, "call_b", "beta", "{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["split-names", "collide-index"])
+    assert report["edits"] == {"split-names": 2, "collide-index": 3}
+    assert [(e["index"], e["id"]) for e in entries(out)] == [(0, "call_a")] * 3 + [(0, "call_b")] * 2
+
+
+# --- ChatEdits._repeat_identity: repeat-names ----------------------------------------------------------------
+
+
+def test_split_names_with_repeat_names_puts_the_identity_on_the_second_piece_and_keeps_its_name():
+    # ChatEdits.push 49 (the second piece of a split name left without identity), _repeat_identity 56 (the
+    # second piece given the whole name)
+    body = sse(tool_chunk(fn(0, "call_a", "get_weather", "")), tool_chunk(call(0, arguments="{}")))
+    out, report = chat_rewrite(body, inject=["split-names", "repeat-names"])
+    function = {"index": 0, "id": "call_a", "type": "function"}
+    assert entries(out) == [
+        {**function, "function": {"name": "get_w", "arguments": ""}},
+        {**function, "function": {"name": "eather", "arguments": ""}},
+        {**function, "function": {"name": "get_weather", "arguments": "{}"}},
+    ]
+    assert report["edits"] == {"split-names": 1, "repeat-names": 2}
+
+
+def test_repeat_names_repeats_a_name_the_provider_sent_in_pieces_whole():
+    # ChatEdits.push 25, _grown 2 (the call's name taken as its last piece), _repeat_identity 14 (a piece of
+    # the name without id left so), 15 (a fragment repeating the id but not the name left so)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "get_", "")),
+        tool_chunk(call(0, name="weather")),
+        tool_chunk(call(0, "call_a", arguments="{")),
+        tool_chunk(call(0, arguments="}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["repeat-names"])
+    assert [(e.get("id"), e.get("type"), e["function"].get("name")) for e in entries(out)] == [
+        ("call_a", "function", "get_"),
+        ("call_a", "function", "weather"),
+        ("call_a", "function", "get_weather"),
+        ("call_a", "function", "get_weather"),
+    ]
+    assert report["edits"] == {"repeat-names": 3}
+    assert calls(analyze(out, CHAT)) == [("call_a", "get_weather", "{}")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        sse(tool_chunk(call(0, name="alpha", arguments="")), tool_chunk(call(0, arguments="{}"))),
+        sse(tool_chunk(fn(0, "call_a", "alpha", "")), tool_chunk(fn(0, "call_a", "alpha", "{}"))),
+    ],
+    ids=["no-id", "identity-already-repeated"],
+)
+def test_repeat_names_leaves_a_call_without_id_or_fragments_that_repeat_it_already(body):
+    # _repeat_identity 1 (a call without id given "id": null), 4 (counted all the same), 16, 19, 20, 23,
+    # 26, 29 (a fragment that repeats id, type and name already rewritten and counted)
+    out, report = chat_rewrite(body, inject=["repeat-names"])
+    assert out == body and report["edits"] == {}
+
+
+def test_repeat_names_keeps_each_fragments_index_or_its_lack_of_one():
+    # _repeat_identity 41, 49 (the index dropped), 42 (an entry without index read as having one: KeyError),
+    # 11 (a fragment without function read as one: AttributeError)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(call(0, arguments="{}")),
+        tool_chunk(fn(1, "call_b", "beta", "")),
+        tool_chunk(call(1)),  # no function at all
+        tool_chunk(fn(None, "call_c", "gamma", "")),
+        tool_chunk(call(None, "call_c", arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["repeat-names"])
+    assert report["stopped"] is None and report["edits"] == {"repeat-names": 3}
+    assert [(e.get("index"), e["id"], e["function"]["name"]) for e in entries(out)] == [
+        (0, "call_a", "alpha"),
+        (0, "call_a", "alpha"),
+        (1, "call_b", "beta"),
+        (1, "call_b", "beta"),
+        (None, "call_c", "gamma"),
+        (None, "call_c", "gamma"),
+    ]
+
+
+def test_an_edit_reaches_the_entries_after_one_no_call_claims_in_the_same_chunk():
+    # ChatEdits.push 16, Reindex.push 14 (the entries after an unclaimed one left as they were)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(fn(0, "call_b", "beta", "")),  # index 0 again: reindex gives it 1
+        tool_chunk(call(5, arguments="x"), call(0, arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, _ = chat_rewrite(body, inject=["repeat-names"])
+    assert entries(out)[3] == {
+        "index": 0,
+        "id": "call_b",
+        "type": "function",
+        "function": {"name": "beta", "arguments": "{}"},
+    }
+    out, _ = chat_rewrite(body, repair=["reindex"])
+    assert [e["index"] for e in entries(out)] == [0, 1, 5, 1]
+
+
+# --- ChatEdits._collide_index ----------------------------------------------------------------------------------
+
+
+def test_collide_index_leaves_a_stream_whose_calls_all_sit_on_index_0_with_their_ids():
+    # _collide_index 2, 7, 11 (an entry already on index 0 with its id rewritten and counted)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "alpha", "")),
+        tool_chunk(call(0, "call_a", arguments="{}")),
+        tool_chunk(fn(0, "call_b", "beta", "")),
+        tool_chunk(call(0, "call_b", arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["collide-index"])
+    assert out == body and report["edits"] == {}
+
+
+# --- Reindex ---------------------------------------------------------------------------------------------------
+
+
+def test_reindex_counts_every_index_it_gives_back_and_every_repeat_it_drops():
+    # Reindex.push 44 (the reindex count stuck at 1), _drop_repeats 33, 36, 37 (the dropped repeats' count
+    # null, going down, or stuck at 1); Reindex.push 25, _grown 2 (a name sent in pieces then repeated whole
+    # taken as its last piece: the repeat kept)
+    body = sse(
+        tool_chunk(fn(0, "call_a", "get_", "")),
+        tool_chunk(call(0, name="weather")),
+        tool_chunk(fn(0, "call_a", "get_weather", "{}")),
+        tool_chunk(fn(0, "call_b", "beta", "")),
+        tool_chunk(call(0, "call_b", arguments="{")),
+        tool_chunk(call(0, arguments="}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["reindex"])
+    assert report["edits"] == {"reindex-dropped-repeats": 2, "reindex": 3}
+    assert entries(out)[2] == {"index": 0, "type": "function", "function": {"arguments": "{}"}}
+    assert calls(analyze(out, CHAT)) == [("call_a", "get_weather", "{}"), ("call_b", "beta", "{}")]
+
+
+def test_serialize_tells_the_calls_of_two_choices_apart():
+    # CallKeys.__call__ 4 (every choice's entries routed as one choice's: choice 0's fragment read as choice
+    # 1's call, held behind the next call)
+    body = sse(
+        tool_chunk(fn(0, "call_a0", "alpha", "{"), choice_index=0),
+        tool_chunk(fn(0, "call_b0", "beta", "{"), choice_index=1),
+        tool_chunk(fn(1, "call_a1", "gamma", "{"), choice_index=0),
+        tool_chunk(call(0, arguments="}"), choice_index=0),
+        tool_chunk(call(0, arguments="}"), choice_index=1),
+        tool_chunk(call(1, arguments="}"), choice_index=0),
+        chunk(choice(0, "tool_calls"), choice(1, "tool_calls")),
+    )
+    out, _ = chat_rewrite(body, repair=["serialize"])
+    assert [(e.get("id"), e["function"]["arguments"]) for e in entries(out, 0)] == [
+        ("call_a0", "{"),
+        (None, "}"),
+        ("call_a1", "{"),
+        (None, "}"),
+    ]
+    assert calls(analyze(out, CHAT), 0) == [("call_a0", "alpha", "{}"), ("call_a1", "gamma", "{}")]
