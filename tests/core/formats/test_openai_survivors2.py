@@ -363,3 +363,72 @@ def test_serialize_tells_the_calls_of_two_choices_apart():
         (None, "}"),
     ]
     assert calls(analyze(out, CHAT), 0) == [("call_a0", "alpha", "{}"), ("call_a1", "gamma", "{}")]
+
+
+# === Responses ================================================================================================
+
+
+def test_arguments_only_in_output_item_done_are_the_calls_at_that_event():
+    # obj_ops 138, 139, 142, 145 (the done item not read as a call), 146, 154, 155 (its output_index), 147,
+    # 158 (its arguments), 148 (its event number), 149 (the operations' list: AttributeError)
+    item = {**ADDED[1]["item"], "status": "completed", "arguments": '{"city": "Oslo"}'}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+    body = named_sse(
+        ADDED,
+        ("response.output_item.done", {"output_index": 1, "item": message}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        COMPLETED,
+    )
+    result = analyze(body, RESPONSES)
+    (found,) = result["choices"][0]["tool_calls"]
+    assert (found["arguments"], found["last_event"]) == ('{"city": "Oslo"}', 3)
+    assert result["warnings"] == []
+
+
+def test_an_output_item_done_that_differs_from_the_deltas_is_a_mismatch():
+    # obj_ops 138, 145, 147 (the restatement not compared)
+    item = {**ADDED[1]["item"], "status": "completed", "arguments": '{"city": "Oslo"}'}
+    body = named_sse(
+        ADDED, args_delta('{"city": "LA"}'), ("response.output_item.done", {"output_index": 0, "item": item})
+    )
+    found = warning(analyze(body + named_sse(COMPLETED), RESPONSES), "arguments-mismatch")
+    assert (found["event"], found["output_index"], found["final"]) == (3, 0, '{"city": "Oslo"}')
+
+
+def test_an_error_event_with_the_sdks_flat_shape_is_the_providers_error_at_its_event():
+    # obj_ops 212 (its event number), 220 (the fields kept: only "type" instead of all but it)
+    body = named_sse(ADDED, ("error", {"code": "server_error", "message": "boom", "param": None}))
+    found = warning(analyze(body, RESPONSES), "provider-error")
+    assert (found["event"], found["error"]) == (2, {"code": "server_error", "message": "boom", "param": None})
+
+
+def test_a_model_named_only_by_response_created_is_the_results():
+    # obj_ops 187 (the model alone not enough to name the response)
+    created = ("response.created", {"response": {"model": "gpt-test", "status": "in_progress"}})
+    result = analyze(named_sse(created, ADDED, COMPLETED), RESPONSES)
+    assert (result["model"], result["response_id"]) == ("gpt-test", "resp_1")
+
+
+@pytest.mark.parametrize(
+    "usage, figures",
+    [
+        (
+            {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120,
+             "input_tokens_details": {"cached_tokens": 50, "cache_write_tokens": 10}},
+            {"input": 100, "output": 20, "cache_read": 50, "cache_write": 10},
+        ),
+        (
+            {"input_tokens": 500, "output_tokens": 20, "total_tokens": 120},
+            {"input": None, "output": 20, "cache_read": None, "cache_write": None},
+        ),
+    ],
+    ids=["cache-write", "input-over-total"],
+)  # fmt: skip
+def test_responses_usage_reads_its_cache_writes_and_its_total(usage, figures):
+    # usage_parts 27 (input_tokens_details.cache_write_tokens), 43 (total_tokens: an input over it left out)
+    completed = ("response.completed", {"response": {"id": "resp_1", "status": "completed", "usage": usage}})
+    result = analyze(named_sse(ADDED, completed), RESPONSES)
+    assert {name: result["usage"][name] for name in figures} == figures
+    assert ("larger than the provider's total" in " ".join(result["usage"]["notes"])) == (
+        figures["input"] is None
+    )
