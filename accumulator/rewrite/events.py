@@ -48,19 +48,23 @@ class Unit:
 
     def rewrite(self, i: int, obj: dict) -> None:
         """Part ``i`` now carries ``obj``: serialise it again (SSE only; the other parts keep their bytes)."""
-        # An SSE unit's template is never None.
-        self.parts[i] = [sse_event(cast(bytes, self.template), orjson.dumps(obj)), obj]
+        self.parts[i] = [self._serialised(i, obj), obj]
 
     def derive(self, objs: list, keep: dict | None = None) -> Unit:
         """A unit of the same origin made of these payloads, in this order; ``keep`` maps id(obj) to the
         bytes of a payload that did not change."""
         keep = keep or {}
-        # SSE only, like ``rewrite``: an SSE unit's template is never None.
-        parts = [
-            [keep.get(id(obj)) or sse_event(cast(bytes, self.template), orjson.dumps(obj)), obj]
-            for obj in objs
-        ]
+        parts = [[keep.get(id(obj)) or self._serialised(i, obj), obj] for i, obj in enumerate(objs)]
         return Unit(self.origin, self.template, self.name, parts)
+
+    def _serialised(self, i: int, obj) -> bytes:
+        """Part ``i``'s event carrying ``obj``. SSE only: an SSE unit's template is never None. The body's
+        BOM (its first event's template starts with it) goes in front of the first part only: a BOM
+        further on is no BOM to a client but the start of a line, and the event it starts is lost."""
+        template = cast(bytes, self.template)
+        if i and template.startswith(BOM):
+            template = template[3:]
+        return sse_event(template, orjson.dumps(obj))
 
     @property
     def size(self) -> int:
