@@ -84,3 +84,63 @@ def test_a_data_line_without_a_colon_is_a_data_line_of_the_rewritten_event():
     out, report = rewrite("openai-chat", body, ["split-names"])
     assert report["stopped"] is None and report["edits"] == {"split-names": 1}
     assert rebuilt("openai-chat", out) == [("call_1", "lookup", '{"q": 1}')]
+
+
+# --- rewrite/reorder.py ------------------------------------------------------------------------------------
+
+
+def test_each_run_is_reordered_and_counted():
+    # Two runs of two sequential calls, a text block between: each run interleaved. _settle mutants 2 (the
+    # count set, not added), 4, 5, 7, 8 (the run's state reset to None: the second run raised).
+    run = lambda a, b: [tool(a), delta(a, '{"x": '), delta(a, "1}"), stop(a), tool(b), delta(b), stop(b)]
+    body = anthropic(START, *run(0, 1), *text_block(2), *run(3, 4), *END)
+    out, report = rewrite("anthropic-messages", body, ["interleave"])
+    assert report["stopped"] is None and report["calls_reordered"] == 4
+    assert report["events_in"] == report["events_out"] == body.count(b"\n\n")
+    assert rebuilt("anthropic-messages", out) == rebuilt("anthropic-messages", body)
+    order = [json.loads(line[6:]).get("index") for line in out.split(b"\n") if line.startswith(b"data: ")]
+    assert order[1:8] == [0, 1, 0, 1, 0, 1, 0] and order[11:18] == [3, 4, 3, 4, 3, 4, 3]
+
+
+def test_a_final_chunk_of_the_only_call_held_is_not_split():
+    # Reorderer.push mutants 7 and 8 split it anyway; 20, 23, 24, 25 (the unit or an argument of _add
+    # lost) made it raise, and the stream passed as it came.
+    body = sse(
+        tool_chunk(call(0, "call_1", "lookup", '{"q": ')),
+        tool_chunk(call(0, arguments='"x"')),
+        tool_chunk(call(0, arguments="}"), finish_reason="tool_calls"),
+    )
+    out, report = rewrite("openai-chat", body, ["interleave"])
+    assert out == body
+    assert report["stopped"] is None and report["events_in"] == report["events_out"] == 4
+    assert report["held_events_max"] == 2  # the first two chunks were held until the final one
+
+
+def test_serialize_counts_every_call_that_left_out_of_place():
+    # Each path of Serializer._add that lets a unit leave names its call: _arrive mutant 8 and _add
+    # mutants 11, 19, 32 (None for the key) counted fewer calls; 16 (a late unit marked held) and 13, 14,
+    # 15 (arguments lost: it raised) too.
+    first_run = [
+        tool(0), delta(0), tool(1), delta(1), delta(0), stop(0),  # 0 passes 1 (held): then 1 leaves
+        delta(1), stop(1), tool(2), tool(3), delta(2), stop(2), stop(3),  # 2 passes 3 (held)
+    ]  # fmt: skip
+    second_run = [
+        tool(5), stop(5), tool(6), stop(6), tool(7), tool(8),
+        delta(5), delta(6),  # late fragments of calls that ended, past 8 (held)
+        stop(7), stop(8),
+    ]  # fmt: skip
+    body = anthropic(START, *first_run, *text_block(4), *second_run, *END)
+    out, report = rewrite("anthropic-messages", body, repair=["serialize"])
+    assert report["stopped"] is None
+    assert report["calls_reordered"] == 8  # 0, 1, 2, 3; 5, 6, 7, 8
+    assert sorted(out.split(b"\n\n")) == sorted(body.split(b"\n\n"))
+
+
+def test_serialize_streams_the_next_call_live_when_the_held_one_before_it_had_ended():
+    # _add mutant 30 (the held call's end not noted): call 2 was held to the run's end.
+    rewriter = StreamRewriter("anthropic-messages", repair=["serialize"])
+    sent = [rewriter.feed(anthropic(e)) for e in (START, tool(0), tool(1), delta(1), stop(1), stop(0))]
+    assert [len(pieces) for pieces in sent] == [1, 1, 0, 0, 0, 1]  # 1 held while 0 is open
+    assert b'"index": 1' in sent[-1][0]  # 0's end releases 1, which had ended
+    assert rewriter.feed(anthropic(tool(2))) != []  # then 2 is the live call
+    assert rewriter.feed(anthropic(delta(2))) != []
