@@ -144,3 +144,23 @@ def test_serialize_streams_the_next_call_live_when_the_held_one_before_it_had_en
     assert b'"index": 1' in sent[-1][0]  # 0's end releases 1, which had ended
     assert rewriter.feed(anthropic(tool(2))) != []  # then 2 is the live call
     assert rewriter.feed(anthropic(delta(2))) != []
+
+
+# --- rewrite/rewriter.py -----------------------------------------------------------------------------------
+
+
+def test_an_oversized_event_stops_the_rewriting_and_every_event_is_counted_out():
+    # What was held leaves, then the events not processed yet from the ledger: _release_ledger mutants 4
+    # and 5 (= and -= for +=) lost the first in events_out.
+    big = tool_chunk(call(0, arguments='"' + "x" * 3000))
+    body = sse(
+        tool_chunk(call(0, "call_1", "lookup", '{"q": ')),
+        tool_chunk(call(1, "call_2", "other", "{}")),
+        big,
+        tool_chunk(call(0, arguments='"}')),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = rewrite("openai-chat", body, ["interleave"], max_event_bytes=1000)
+    assert out == body
+    assert report["stopped"] == {"reason": "an event of 3234 bytes is over the 1000 cap", "after_events": 0}
+    assert report["events_in"] == report["events_out"] == 6
