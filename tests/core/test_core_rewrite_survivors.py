@@ -10,10 +10,12 @@ import json
 
 import pytest
 from schemas import check_result
-from streams import call, calls_of, choice, chunk, sse, tool_chunk
+from streams import call, calls_of, choice, chunk, sse, tool_chunk, warning
 
-from accumulator import analyze
+from accumulator import analyze, failure_result
+from accumulator.formats import usage_parts
 from accumulator.rewrite import StreamRewriter
+from accumulator.usage import normalised
 
 BOM = b"\xef\xbb\xbf"
 
@@ -164,3 +166,120 @@ def test_an_oversized_event_stops_the_rewriting_and_every_event_is_counted_out()
     assert out == body
     assert report["stopped"] == {"reason": "an event of 3234 bytes is over the 1000 cap", "after_events": 0}
     assert report["events_in"] == report["events_out"] == 6
+
+
+# --- strategies.py: where a strategy first went astray (_diverges) ------------------------------------------
+
+
+def test_a_fragment_both_sides_drop_is_no_divergence():
+    # An orphan fragment first (identity routing and id-then-index both drop it), then a new id on a taken
+    # index, which id-then-index merges: astray at event 3, not 1 (_diverges mutants 4, 5, 6, 7).
+    body = sse(
+        tool_chunk(call(5, arguments='{"lost": 1}')),
+        tool_chunk(call(0, "call_a", "f", "{}")),
+        tool_chunk(call(0, "call_b", "g", "{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat", strategies=("id-then-index",))
+    assert calls_of(result) == [("call_a", "f", "{}"), ("call_b", "g", "{}")]
+    assert warning(result, "id-then-index-misroute")["first_divergence_event"] == 3
+
+
+def test_a_call_opened_by_a_delta_that_carries_nothing_is_where_a_strategy_went_astray():
+    # call_a again at another index, nothing in it: index-only opens an empty second call there, identity
+    # routing continues call_a (_diverges mutant 13 let it pass: a misroute with no first divergence).
+    body = sse(
+        tool_chunk(call(0, "call_a", "f", "{}")),
+        tool_chunk(call(1, "call_a", None, "")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat", strategies=("index-only",))
+    assert calls_of(result) == [("call_a", "f", "{}")]
+    misroute = warning(result, "index-only-misroute")
+    assert misroute["would_build"] == [
+        {"id": "call_a", "name": "f", "arguments": "{}"},
+        {"id": "call_a", "name": None, "arguments": ""},
+    ]
+    assert misroute["first_divergence_event"] == 2
+
+
+# --- assembly.py: the index-collision warning -------------------------------------------------------------
+# _collision mutants 4, 5, 11, 12 (the event and choice left out or None), 18, 21, 24 (the message's names).
+
+
+def test_an_index_collision_names_both_calls_their_event_and_choice():
+    body = sse(
+        tool_chunk(call(0, "call_1", "f", "{}"), choice_index=1),
+        tool_chunk(call(0, "call_2", "g", "{}"), choice_index=1),
+        chunk(choice(1, "tool_calls")),
+    )
+    found = warning(analyze(body, "openai-chat"), "index-collision")
+    assert found == {
+        "code": "index-collision",
+        "severity": found["severity"],
+        "message": "event 2: new call call_2 arrived with index 0, already held by call call_1",
+        "event": 2,
+        "choice": 1,
+        "index": 0,
+        "id": "call_2",
+        "existing_id": "call_1",
+    }
+
+
+def test_an_index_collision_of_calls_without_ids_names_the_holder_by_its_position():
+    lines = [
+        {"message": {"role": "assistant", "tool_calls": [{"function": {"index": 0, "name": n, "arguments": {}}}]}}
+        for n in ("one", "two")
+    ]
+    lines.append({"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"})
+    body = b"".join(json.dumps({"model": "m", "done": False, **line}).encode() + b"\n" for line in lines)
+    found = warning(analyze(body, "ollama-chat"), "index-collision")
+    assert found["message"] == "event 2: new call (no id) arrived with index 0, already held by call #0"
+    assert (found["id"], found["existing_id"]) == (None, None)
+
+
+# --- result.py -----------------------------------------------------------------------------------------------
+
+
+def test_a_failure_result_keeps_the_format_the_flow_facts_and_says_why_it_has_no_usage():
+    # failure_result mutants 19, 20, 23, 24, 30, 31: each argument of the result it builds.
+    result = failure_result("gemini", "boom", streamed=False, nbytes=1234)
+    check_result(result)
+    assert (result["format"], result["streamed"], result["complete"]) == ("gemini", False, False)
+    assert result["stats"]["bytes"] == 1234
+    assert result["usage"]["notes"] == ["the analysis stopped before any usage was read"]
+    assert [(w["code"], w["message"]) for w in result["warnings"]] == [("internal-error", "analysis stopped: boom")]
+    assert failure_result("openai-chat", "boom")["streamed"] is True
+
+
+@pytest.mark.parametrize(("length", "quoted"), [(4096, "x" * 4096), (4097, "x" * 4096 + "…")])
+def test_an_orphans_text_is_quoted_whole_up_to_the_cap(length, quoted):
+    # _cap mutants 2 (never cut) and 3 (< for <=: a text of exactly the cap cut).
+    body = sse(tool_chunk(call(0, "call_1", "f", "{}")), tool_chunk(call(7, arguments="x" * length)))
+    assert warning(analyze(body, "openai-chat"), "orphan-delta")["arguments"] == quoted
+
+
+# --- the formats' usage parts: the provider's total and Anthropic's thinking tokens ---------------------
+# usage_parts mutants (raw -> None): gemini 47, gemini_live 67, openai_realtime 27 (the total never read:
+# an output beyond it kept); anthropic 37 (the reasoning count never read).
+
+
+@pytest.mark.parametrize(
+    ("fmt", "raw"),
+    [
+        ("gemini", {"promptTokenCount": 10, "candidatesTokenCount": 40, "totalTokenCount": 30}),
+        ("gemini-live", {"promptTokenCount": 10, "responseTokenCount": 40, "totalTokenCount": 30}),
+        ("gemini-live", {"prompt_token_count": 10, "response_token_count": 40, "total_token_count": 30}),
+        ("openai-realtime", {"input_tokens": 10, "output_tokens": 40, "total_tokens": 30}),
+    ],
+)
+def test_an_output_beyond_the_providers_total_is_left_out(fmt, raw):
+    usage = normalised(usage_parts(fmt), raw)
+    assert (usage["input"], usage["output"]) == (10, None)
+    assert usage["notes"] == ["output (40) is larger than the provider's total (30): left out"]
+
+
+def test_anthropic_reads_its_thinking_tokens_as_reasoning():
+    raw = {"input_tokens": 10, "output_tokens": 50, "output_tokens_details": {"thinking_tokens": 20}}
+    usage = normalised(usage_parts("anthropic-messages"), raw)
+    assert (usage["input"], usage["output"], usage["reasoning"]) == (10, 50, 20)
