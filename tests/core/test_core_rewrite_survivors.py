@@ -1,11 +1,10 @@
 """The core and the rewriter: what a mutation run found untested (the logic survivors of
 ``accumulator/assembly.py``, ``result.py``, the formats' usage parts, ``rewrite/events.py``,
-``rewrite/reorder.py`` and ``rewrite/rewriter.py``; see docs/mutation.md). Each test was checked by applying the
+``rewrite/reorder.py``, ``rewrite/rewriter.py`` and ``addon.py``; see docs/mutation.md). Each test was checked by applying the
 mutation it guards against to the source by hand and seeing it fail."""
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import pytest
@@ -61,7 +60,9 @@ def text_block(index: int) -> list[dict]:
 
 
 def rebuilt(fmt: str, body: bytes) -> list[tuple]:
-    return [(c["id"], c["name"], c["arguments"]) for ch in analyze(body, fmt)["choices"] for c in ch["tool_calls"]]
+    return [
+        (c["id"], c["name"], c["arguments"]) for ch in analyze(body, fmt)["choices"] for c in ch["tool_calls"]
+    ]
 
 
 # --- rewrite/events.py: a body that starts with a BOM ----------------------------------------------------
@@ -228,7 +229,12 @@ def test_an_index_collision_names_both_calls_their_event_and_choice():
 
 def test_an_index_collision_of_calls_without_ids_names_the_holder_by_its_position():
     lines = [
-        {"message": {"role": "assistant", "tool_calls": [{"function": {"index": 0, "name": n, "arguments": {}}}]}}
+        {
+            "message": {
+                "role": "assistant",
+                "tool_calls": [{"function": {"index": 0, "name": n, "arguments": {}}}],
+            }
+        }
         for n in ("one", "two")
     ]
     lines.append({"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"})
@@ -248,7 +254,9 @@ def test_a_failure_result_keeps_the_format_the_flow_facts_and_says_why_it_has_no
     assert (result["format"], result["streamed"], result["complete"]) == ("gemini", False, False)
     assert result["stats"]["bytes"] == 1234
     assert result["usage"]["notes"] == ["the analysis stopped before any usage was read"]
-    assert [(w["code"], w["message"]) for w in result["warnings"]] == [("internal-error", "analysis stopped: boom")]
+    assert [(w["code"], w["message"]) for w in result["warnings"]] == [
+        ("internal-error", "analysis stopped: boom")
+    ]
     assert failure_result("openai-chat", "boom")["streamed"] is True
 
 
@@ -283,3 +291,27 @@ def test_anthropic_reads_its_thinking_tokens_as_reasoning():
     raw = {"input_tokens": 10, "output_tokens": 50, "output_tokens_details": {"thinking_tokens": 20}}
     usage = normalised(usage_parts("anthropic-messages"), raw)
     assert (usage["input"], usage["output"], usage["reasoning"]) == (10, 50, 20)
+
+
+# --- addon.py -------------------------------------------------------------------------------------------------
+
+
+def test_what_a_request_asked_is_forgotten_when_its_flow_ends_in_an_error():
+    # ToolcallLens.error mutant 16 (the wrong key popped): one entry kept for every flow that failed.
+    from mitmproxy.flow import Error
+    from mitmproxy.test import taddons, tflow
+
+    import addon
+
+    lens = addon.ToolcallLens()
+    with taddons.context(lens):
+        flow = tflow.tflow()
+        flow.request.method = "POST"
+        flow.request.host = "api.openai.com"
+        flow.request.path = "/v1/chat/completions"
+        flow.request.content = json.dumps({"model": "m", "stream": True, "messages": []}).encode()
+        lens.request(flow)
+        assert list(lens.turn_facts) == [flow.id]
+        flow.error = Error("server unreachable")  # no response came: only the error hook fires
+        lens.error(flow)
+        assert lens.turn_facts == {} and lens.echo_warnings == {}
