@@ -1,7 +1,8 @@
 """The core and the rewriter: what a mutation run found untested (the logic survivors of
-``accumulator/assembly.py``, ``result.py``, the formats' usage parts, ``rewrite/events.py``,
-``rewrite/reorder.py``, ``rewrite/rewriter.py`` and ``addon.py``; see docs/mutation.md). Each test was checked by applying the
-mutation it guards against to the source by hand and seeing it fail."""
+``accumulator/assembly.py``, ``strategies.py``, ``result.py``, the formats' usage parts,
+``rewrite/events.py``, ``rewrite/reorder.py``, ``rewrite/rewriter.py`` and ``addon.py``; see
+docs/mutation.md). Each test was checked by applying the mutation it guards against to the source by hand
+and seeing it fail."""
 
 from __future__ import annotations
 
