@@ -9,15 +9,14 @@ import gzip
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from chat_flows import chat_stream, follow_up
-from mitmproxy import io as mio
 from mitmproxy import websocket
 from mitmproxy.test import tflow
 from otlp_receiver import Receiver
 from streams import DATA
+from test_cli_survivors import dump as dump_of
 from websocket_messages import capture, websocket_flow
 from wsproto.frame_protocol import Opcode
 
@@ -50,14 +49,6 @@ def http_flow(
     flow.request.timestamp_start, flow.request.timestamp_end = start, start + 0.1
     flow.response.timestamp_start, flow.response.timestamp_end = start + 0.5, start + 2.0
     return flow
-
-
-def dump_of(path: Path, *flows) -> str:
-    with open(path, "wb") as file:
-        writer = mio.FlowWriter(file)
-        for flow in flows:
-            writer.add(flow)
-    return str(path)
 
 
 def results(capsys) -> list[dict]:
