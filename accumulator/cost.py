@@ -87,6 +87,14 @@ class Prices:
         """``url``: where the request went (the library knows providers by their API's host); ``when``:
         the request's time (prices change: a dump is priced as of its day); ``model``: the requested
         model, for a response that names none (Realtime, Cohere)."""
+        try:
+            return self._priced(result, url, when, model)
+        except OverflowError:
+            return None, "the cost of these counts at this price is too large to show"
+
+    def _priced(
+        self, result: dict, url: str | None, when: datetime | None, model: str | None
+    ) -> tuple[dict | None, str | None]:
         name = _model_name(result.get("model") or model)
         if name is None:
             return None, "the response names no model"
@@ -194,7 +202,9 @@ def _per_million(value) -> float | dict | None:
 
 def _usd(amount: Decimal) -> float:
     value = float(amount)
-    return value if math.isfinite(value) else 0.0
+    if not math.isfinite(value):  # not 0: a cost not shown is never a free response
+        raise OverflowError("an amount too large for a number")
+    return value
 
 
 def _model_name(model) -> str | None:
