@@ -6,9 +6,17 @@ fail."""
 from __future__ import annotations
 
 import json
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from chat_flows import chat_stream, follow_up, through_addon
-from test_addon_rewrite_survivors import SEARCH, json_flow
+from faults import Failing
+from mitmproxy import flow as mflow
+from mitmproxy.test import tflow
+from otlp_receiver import Receiver
+from streams import DATA
+from test_addon_rewrite_survivors import SEARCH, json_flow, lens_records
 
 from accumulator.echo import tool_results
 
@@ -68,3 +76,127 @@ def test_a_gateway_page_where_a_message_was_asked_for_leaves_nothing_held(lens):
     lens.response(flow)
     assert "toolcall_lens" not in flow.metadata
     assert lens.turn_facts == {} and lens.echo_warnings == {}
+
+
+# --- OTLP: turned off while running (_open_otlp_2); a stream cut short ends at its error (_emit_28) ---------
+
+
+def test_the_otlp_export_turned_off_while_running_sends_nothing_and_says_nothing(lens, caplog):
+    caplog.set_level(logging.WARNING, logger="toolcall_lens")
+    with Receiver() as receiver:
+        lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
+        lens.tctx.configure(lens, toolcall_lens_otlp_endpoint="")
+        flow = through_addon(lens, chat_stream([]), follow_up([]))
+        lens.done()
+    assert "toolcall_lens" in flow.metadata and lens_records(caplog) == []
+    assert receiver.requests == 0
+
+
+def test_the_span_of_a_stream_cut_short_ends_at_its_error(lens):
+    with Receiver() as receiver:
+        lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
+        flow = tflow.tflow(resp=True)
+        flow.request.method, flow.request.host, flow.request.path = (
+            "POST",
+            "api.openai.com",
+            "/v1/chat/completions",
+        )
+        flow.request.content = json.dumps(follow_up([])).encode()
+        del flow.response.headers["content-length"]
+        flow.response.headers["content-type"] = "text/event-stream"
+        lens.request(flow)
+        lens.responseheaders(flow)
+        flow.response.stream(chat_stream([SEARCH])[:60])
+        flow.response.timestamp_end = None  # the upstream went away mid-stream: only the error hook fires
+        flow.error = mflow.Error("connection reset", timestamp=flow.request.timestamp_start + 5)
+        lens.error(flow)
+        lens.done()
+        spans = receiver.wait_for(2)
+    (span,) = [s for s in spans if s["name"].startswith("chat ")]
+    assert span["endTimeUnixNano"] == int(flow.error.timestamp * 1e9)
+
+
+def test_a_failing_span_is_logged_with_its_error_and_the_flow_keeps_its_result(lens, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="toolcall_lens")
+    with Receiver() as receiver:
+        lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
+        monkeypatch.setattr(lens, "otlp", Failing(lens.otlp, "emit", RuntimeError("exporter bug")))
+        flow = through_addon(lens, chat_stream([]), follow_up([]))
+    assert "toolcall_lens" in flow.metadata
+    assert lens_records(caplog) == [
+        (logging.WARNING, "toolcall-lens: the OTLP span failed: RuntimeError: exporter bug")
+    ]
+
+
+START = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+def hooked_flow(
+    lens, body: bytes, request: dict, start: float, url: str = "https://api.openai.com/v1/responses"
+):
+    """A streamed flow through the addon's hooks, asked at ``start``, to ``url``."""
+    flow = tflow.tflow(resp=True)
+    flow.request.method, flow.request.url = "POST", url
+    flow.request.timestamp_start = start
+    flow.request.content = json.dumps(request).encode()
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    lens.request(flow)
+    lens.responseheaders(flow)
+    flow.response.stream(body)
+    flow.response.stream(b"")
+    lens.response(flow)
+    return flow
+
+
+# --- _price_and_place: priced by the host, as of the request (_13, _15, _17, _22, _23, _26, _27) -----------
+
+GROQ = "llama-3.3-70b-versatile"  # a model genai-prices knows at Groq only, not at OpenAI
+
+
+def test_a_response_is_priced_by_its_host_as_of_its_request_time(lens):
+    url = "https://api.groq.com/openai/v1/chat/completions"
+    flow = hooked_flow(lens, chat_stream([], model=GROQ), follow_up([], model=GROQ), START, url)
+    price = flow.metadata["toolcall_lens"]["cost"]["price"]
+    as_of = datetime.fromtimestamp(START, UTC).isoformat()
+    assert (price["provider"], price["as_of"]) == ("groq", as_of)
+
+
+# --- _price_and_place: a failing price lookup or placing (_33, _38; _53 .. _59) ----------------------------
+
+
+def test_a_failing_price_lookup_leaves_no_cost_and_says_why(lens):
+    settings = lens._settings()
+    lens.settings = replace(settings, prices=Failing(settings.prices, "cost", RuntimeError("price bug")))
+    result = through_addon(lens, chat_stream([SEARCH]), follow_up([])).metadata["toolcall_lens"]
+    assert (result["cost"], result["cost_note"]) == (None, "pricing failed: RuntimeError: price bug")
+    assert result["session"]["turn"] == 1
+
+
+def test_a_failing_placing_is_logged_with_its_error_and_the_flow_keeps_its_result(lens, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="toolcall_lens")
+    monkeypatch.setattr(lens, "sessions", Failing(lens.sessions, "place", RuntimeError("session bug")))
+    flow = through_addon(lens, chat_stream([SEARCH]), follow_up([]))
+    assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"][0]["name"] == "search"
+    assert lens_records(caplog) == [
+        (logging.WARNING, "toolcall-lens: placing a flow in its session failed: RuntimeError: session bug")
+    ]
+
+
+# --- _price_and_place: a Responses turn follows the response it names, at its request time (_42 .. _52) ----
+
+
+def test_a_responses_turn_follows_the_response_its_request_names_at_its_request_time(lens):
+    body = (DATA / "openai_responses_parallel.sse").read_bytes()
+    first = hooked_flow(lens, body, {"model": "gpt-5", "stream": True, "input": "go"}, START)
+    follow = {
+        "model": "gpt-5",
+        "stream": True,
+        "previous_response_id": "resp_68a1f0c2b7d4819d",
+        "input": "on",
+    }
+    second = hooked_flow(lens, body.replace(b"resp_68a1f0c2b7d4819d", b"resp_2"), follow, START + 60)
+    session = second.metadata["toolcall_lens"]["session"]
+    assert (session["id"], session["turn"], session["by"]) == (first.id, 2, "previous_response_id")
+    record = lens.sessions.record(lens.sessions.get(first.id))
+    assert [turn["time"] for turn in record["turns"]] == [START, START + 60]
