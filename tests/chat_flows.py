@@ -53,12 +53,20 @@ def follow_up(
 
 
 def through_addon(
-    lens, body: bytes, request: dict, headers: dict | None = None, host: str = "api.openai.com"
+    lens,
+    body: bytes,
+    request: dict,
+    headers: dict | None = None,
+    *,
+    url: str = "https://api.openai.com/v1/chat/completions",
+    start: float | None = None,
 ):
-    """One streamed flow through the addon's hooks; every chunk must pass unchanged."""
+    """One streamed flow to ``url`` (asked at ``start``, if given) through the addon's hooks; every chunk
+    must pass unchanged."""
     flow = tflow.tflow(resp=True)
-    flow.request.method, flow.request.host, flow.request.port = "POST", host, 443
-    flow.request.path = "/v1/chat/completions"
+    flow.request.method, flow.request.url = "POST", url
+    if start is not None:
+        flow.request.timestamp_start = start
     flow.request.content = json.dumps(request).encode()
     for name, value in (headers or {}).items():
         flow.request.headers[name] = value

@@ -129,24 +129,7 @@ def test_a_failing_span_is_logged_with_its_error_and_the_flow_keeps_its_result(l
 
 
 START = 1_700_000_000.0  # 2023-11-14T22:13:20Z
-
-
-def hooked_flow(
-    lens, body: bytes, request: dict, start: float, url: str = "https://api.openai.com/v1/responses"
-):
-    """A streamed flow through the addon's hooks, asked at ``start``, to ``url``."""
-    flow = tflow.tflow(resp=True)
-    flow.request.method, flow.request.url = "POST", url
-    flow.request.timestamp_start = start
-    flow.request.content = json.dumps(request).encode()
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    lens.request(flow)
-    lens.responseheaders(flow)
-    flow.response.stream(body)
-    flow.response.stream(b"")
-    lens.response(flow)
-    return flow
+RESPONSES = "https://api.openai.com/v1/responses"
 
 
 # --- _price_and_place: priced by the host, as of the request (_13, _15, _17, _22, _23, _26, _27) -----------
@@ -156,7 +139,7 @@ GROQ = "llama-3.3-70b-versatile"  # a model genai-prices knows at Groq only, not
 
 def test_a_response_is_priced_by_its_host_as_of_its_request_time(lens):
     url = "https://api.groq.com/openai/v1/chat/completions"
-    flow = hooked_flow(lens, chat_stream([], model=GROQ), follow_up([], model=GROQ), START, url)
+    flow = through_addon(lens, chat_stream([], model=GROQ), follow_up([], model=GROQ), url=url, start=START)
     price = flow.metadata["toolcall_lens"]["cost"]["price"]
     as_of = datetime.fromtimestamp(START, UTC).isoformat()
     assert (price["provider"], price["as_of"]) == ("groq", as_of)
@@ -188,14 +171,18 @@ def test_a_failing_placing_is_logged_with_its_error_and_the_flow_keeps_its_resul
 
 def test_a_responses_turn_follows_the_response_its_request_names_at_its_request_time(lens):
     body = (DATA / "openai_responses_parallel.sse").read_bytes()
-    first = hooked_flow(lens, body, {"model": "gpt-5", "stream": True, "input": "go"}, START)
+    first = through_addon(
+        lens, body, {"model": "gpt-5", "stream": True, "input": "go"}, url=RESPONSES, start=START
+    )
     follow = {
         "model": "gpt-5",
         "stream": True,
         "previous_response_id": "resp_68a1f0c2b7d4819d",
         "input": "on",
     }
-    second = hooked_flow(lens, body.replace(b"resp_68a1f0c2b7d4819d", b"resp_2"), follow, START + 60)
+    second = through_addon(
+        lens, body.replace(b"resp_68a1f0c2b7d4819d", b"resp_2"), follow, url=RESPONSES, start=START + 60
+    )
     session = second.metadata["toolcall_lens"]["session"]
     assert (session["id"], session["turn"], session["by"]) == (first.id, 2, "previous_response_id")
     record = lens.sessions.record(lens.sessions.get(first.id))

@@ -231,16 +231,7 @@ def test_a_response_that_names_no_model_is_priced_by_the_model_its_request_asked
         "command-a-03-2025",
         provider_id="cohere",
     )
-    flow = tflow.tflow(resp=True)
-    flow.request.method, flow.request.host, flow.request.path = "POST", "api.cohere.com", "/v2/chat"
-    flow.request.content = json.dumps(asked).encode()
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    lens.request(flow)
-    lens.responseheaders(flow)
-    flow.response.stream(body)
-    flow.response.stream(b"")
-    lens.response(flow)
+    flow = through_addon(lens, body, asked, url="https://api.cohere.com/v2/chat")
     result = flow.metadata["toolcall_lens"]
     assert result["model"] is None and result["cost"]["price"]["model"] == "command-a"
     assert result["cost"]["total"] == pytest.approx(float(expected.total_price))
