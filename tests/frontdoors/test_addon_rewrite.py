@@ -13,7 +13,7 @@ from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow
 from schemas import check_result
-from test_addon_rewrite_survivors import InjectWebSocket, response_events, send, ws_flow
+from websocket_turns import InjectWebSocket, response_events, send, ws_flow
 
 import addon as addon_module
 from accumulator import analyze

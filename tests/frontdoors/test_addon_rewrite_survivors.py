@@ -11,10 +11,10 @@ import logging
 import pytest
 from chat_flows import chat_stream, follow_up, through_addon
 from faults import Failing
-from mitmproxy import command, exceptions, websocket
+from mitmproxy import exceptions
 from mitmproxy import flow as mflow
 from mitmproxy.test import taddons, tflow
-from wsproto.frame_protocol import Opcode
+from websocket_turns import InjectWebSocket, a_turn, answer, response_events, send, ws_flow
 
 import addon as addon_module
 from accumulator import analyze
@@ -202,59 +202,6 @@ def test_the_log_line_names_the_method_and_the_url(lens, caplog):
 # --- WebSocket flows -----------------------------------------------------------------------------------------
 
 
-def ws_flow(path="/v1/responses"):
-    flow = tflow.twebsocketflow()
-    flow.websocket.messages.clear()
-    flow.request.host, flow.request.path = "api.openai.com", path
-    return flow
-
-
-def send(lens, flow, from_client, obj, injected=False):
-    message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
-    message.injected = injected
-    flow.websocket.messages.append(message)
-    lens.websocket_message(flow)
-    return message
-
-
-def response_events(rid: str, calls: int, interleaved: bool = False) -> list[dict]:
-    """A Responses response making ``calls`` calls, each in two argument fragments."""
-    events = [{"type": "response.created", "response": {"id": rid, "model": "m"}}]
-    items = [
-        {"type": "function_call", "id": f"fc{i}", "call_id": f"{rid}_c{i}", "name": f"tool_{i}"}
-        for i in range(calls)
-    ]
-    events += [
-        {"type": "response.output_item.added", "output_index": i, "item": items[i]} for i in range(calls)
-    ]
-    fragments = [
-        {"type": "response.function_call_arguments.delta", "output_index": i, "delta": piece}
-        for i in range(calls)
-        for piece in ('{"n": ', f"{i}}}")
-    ]
-    if not interleaved:
-        fragments.sort(key=lambda e: e["output_index"])
-    events += fragments
-    events += [
-        {"type": "response.output_item.done", "output_index": i, "item": items[i]} for i in range(calls)
-    ]
-    events.append({"type": "response.completed", "response": {"id": rid, "status": "completed"}})
-    return events
-
-
-def answer(rid: str, calls: int) -> dict:
-    outputs = [
-        {"type": "function_call_output", "call_id": f"{rid}_c{i}", "output": "ok"} for i in range(calls)
-    ]
-    return {"type": "response.create", "model": "m", "previous_response_id": rid, "input": outputs}
-
-
-def a_turn(lens, flow, rid="r1", calls=1) -> None:
-    send(lens, flow, True, {"type": "response.create", "model": "m"})
-    for event in response_events(rid, calls):
-        send(lens, flow, False, event)
-
-
 # websocket_start: the connection's path and limits (websocket_start_11, _12)
 
 
@@ -272,25 +219,6 @@ def test_a_connection_records_its_path_and_obeys_the_call_cap(lens):
 
 
 # websocket_start and _rewrite_socket: the server's messages rewritten (websocket_start_13 .. _22)
-
-
-class InjectWebSocket:
-    """mitmproxy's inject.websocket, as its proxy server does it: the message goes to the client, and the
-    addons' websocket_message hook sees it, marked injected."""
-
-    def __init__(self, lens) -> None:
-        self.lens = lens
-        self.flows: list = []
-
-    @command.command("inject.websocket")
-    def inject_websocket(
-        self, flow: mflow.Flow, to_client: bool, message: bytes, is_text: bool = True
-    ) -> None:
-        self.flows.append(flow)
-        sent = websocket.WebSocketMessage(Opcode.TEXT if is_text else Opcode.BINARY, not to_client, message)
-        sent.injected = True
-        flow.websocket.messages.append(sent)
-        self.lens.websocket_message(flow)
 
 
 def test_a_connection_asked_to_inject_gets_its_server_messages_rewritten():

@@ -9,28 +9,11 @@ import json
 
 import pytest
 from faults import Failing
-from mitmproxy import websocket
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import taddons
 from schemas import check_connection
-from wsproto.frame_protocol import Opcode
+from websocket_turns import send, ws_flow
 
 import addon as addon_module
-
-
-def ws_flow(path="/v1/responses", host="api.openai.com"):
-    flow = tflow.twebsocketflow()
-    flow.websocket.messages.clear()
-    flow.request.host = host
-    flow.request.path = path
-    return flow
-
-
-def send(lens, flow, from_client, obj, binary=False):
-    content = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-    message = websocket.WebSocketMessage(Opcode.BINARY if binary else Opcode.TEXT, from_client, content)
-    flow.websocket.messages.append(message)
-    lens.websocket_message(flow)
-    return message
 
 
 def a_turn(lens, flow, n, calls=2):

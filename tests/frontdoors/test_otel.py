@@ -10,12 +10,11 @@ import sys
 
 import pytest
 from chat_flows import chat_stream, follow_up, through_addon
-from mitmproxy import exceptions, websocket
-from mitmproxy.test import tflow
+from mitmproxy import exceptions
 from otlp_receiver import Receiver
 from schemas import check_result
 from streams import call, chunk, sse, tool_chunk
-from wsproto.frame_protocol import Opcode
+from websocket_turns import send, ws_flow
 
 from accumulator.cli import main
 from toolcall_lens.otel import FlowFacts, span_of, traces_url
@@ -123,9 +122,7 @@ def test_warnings_are_attributes_and_events_and_content_is_opt_in(lens):
 
 
 def test_a_websocket_response_is_a_span_at_its_messages_times(lens):
-    flow = tflow.twebsocketflow()
-    flow.websocket.messages.clear()
-    flow.request.host, flow.request.path = "api.openai.com", "/v1/responses"
+    flow = ws_flow()
     with Receiver() as receiver:
         lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
         lens.websocket_start(flow)
@@ -141,10 +138,7 @@ def test_a_websocket_response_is_a_span_at_its_messages_times(lens):
                 },
             ),
         ):
-            message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
-            flow.websocket.messages.append(message)
-            times.append(message.timestamp)
-            lens.websocket_message(flow)
+            times.append(send(lens, flow, from_client, obj).timestamp)
         lens.websocket_end(flow)
         lens.done()
         spans = receiver.wait_for(2)

@@ -4,17 +4,19 @@ tflow; its options, hooks, JSONL, command and content view) and the CLI on dumps
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 from chat_flows import chat_stream, follow_up, through_addon
 from genai_prices import Usage, calc_price
-from mitmproxy import contentviews, exceptions, websocket
+from mitmproxy import contentviews, exceptions
 from mitmproxy import io as mio
 from mitmproxy.test import tflow
 from schemas import check_result
 from streams import DATA
-from wsproto.frame_protocol import Opcode
+from websocket_turns import send as send_to
+from websocket_turns import ws_flow
 
 from accumulator.cli import main
 
@@ -177,17 +179,9 @@ def test_the_cli_prices_a_raw_capture_of_a_known_model(tmp_path, capsys):
 def test_a_websocket_connections_responses_are_one_session_priced_each(lens, header):
     """Codex's WebSocket mode (its session header on the upgrade, or none): one response.create per turn;
     the connection's own evidence says which calls were answered."""
-    flow = tflow.twebsocketflow()
-    flow.websocket.messages.clear()
-    flow.request.host, flow.request.path = "api.openai.com", "/v1/responses"
-    for name, value in header.items():
-        flow.request.headers[name] = value
+    flow = ws_flow(headers=header)
     lens.websocket_start(flow)
-
-    def send(from_client: bool, obj: dict) -> None:
-        message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
-        flow.websocket.messages.append(message)
-        lens.websocket_message(flow)
+    send = partial(send_to, lens, flow)
 
     usage = {
         "input_tokens": 900,
@@ -245,15 +239,9 @@ def test_a_response_that_names_no_model_is_priced_by_the_model_its_request_asked
 
 def test_a_loop_over_a_websocket_is_in_the_connections_comment_and_marks_it(lens):
     lens.tctx.configure(lens, toolcall_lens_loop_after=2)
-    flow = tflow.twebsocketflow()
-    flow.websocket.messages.clear()
-    flow.request.host, flow.request.path = "api.openai.com", "/v1/responses"
+    flow = ws_flow()
     lens.websocket_start(flow)
-
-    def send(from_client: bool, obj: dict) -> None:
-        message = websocket.WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
-        flow.websocket.messages.append(message)
-        lens.websocket_message(flow)
+    send = partial(send_to, lens, flow)
 
     for n in (1, 2):
         answers = [{"type": "function_call_output", "call_id": f"c{n - 1}", "output": "ok"}] if n > 1 else []
