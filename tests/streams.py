@@ -69,6 +69,23 @@ def sse(*events, done: bool = True) -> bytes:
     return b"".join(out)
 
 
+def chat_message(
+    calls: list[tuple[str, str, str]] = (), *, content: str | None = None, model: str = "gpt-test", **extra
+) -> bytes:
+    """A whole (non-streamed) Chat Completions response making these (id, name, arguments) calls."""
+    said: dict = {"role": "assistant", "content": content}
+    if calls:
+        said["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": args}}
+            for i, name, args in calls
+        ]
+    finish = "tool_calls" if calls else "stop"
+    choices = [{"index": 0, "message": said, "finish_reason": finish}]
+    return json.dumps(
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": choices, **extra}
+    ).encode()
+
+
 def calls_of(result: dict, choice_index: int = 0) -> list[tuple]:
     for c in result["choices"]:
         if c["index"] == choice_index:

@@ -189,6 +189,29 @@ def websocket_flow(format: str = "openai-responses", start: float = 946684800.0)
     return flow
 
 
+def recorded_flow(
+    trimmed: int | None,
+    format: str = "openai-responses",
+    start: float = 946684800.0,
+    keep: slice = slice(None),
+):
+    """The conversation's flow as the addon leaves it: its record made by a live ``Connection`` from every
+    message, saying ``trimmed`` messages were dropped from the stored front; the messages ``keep`` names
+    are the ones still stored."""
+    from accumulator import Connection, connection_result
+
+    flow = websocket_flow(format, start)
+    live = Connection(format, path=CONVERSATIONS[format][1])
+    for message in flow.websocket.messages:
+        live.message(message.from_client, message.content, message.is_text, now=message.timestamp)
+    live.finish()
+    record = connection_result(live)
+    record["connection"]["trimmed"] = trimmed
+    flow.metadata["toolcall_lens"] = record
+    flow.websocket.messages = flow.websocket.messages[keep]
+    return flow
+
+
 def capture(format: str, *, header: bool = True, timestamps: bool = True) -> str:
     """The conversation as a capture of JSON lines (docs/cli.md)."""
     import base64

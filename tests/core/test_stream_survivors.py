@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 from schemas import check_result
-from streams import call, calls_of, choice, chunk, codes, sse, tool_chunk, warning
+from streams import call, calls_of, chat_message, choice, chunk, codes, sse, tool_chunk, warning
 from websocket_messages import REALTIME
 
 import accumulator.stream
@@ -240,29 +240,7 @@ def test_a_message_call_without_arguments_shows_the_formats_empty_arguments(form
 
 
 def test_a_messages_calls_are_checked_against_the_tools_declared_in_its_own_formats_shape():
-    body = json.dumps(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "model": "gpt-test",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {
-                        "role": "assistant",
-                        "tool_calls": [
-                            {
-                                "id": "call_1",
-                                "type": "function",
-                                "function": {"name": "lookup", "arguments": "{}"},
-                            }
-                        ],
-                    },
-                    "finish_reason": "tool_calls",
-                }
-            ],
-        }
-    ).encode()
+    body = chat_message([("call_1", "lookup", "{}")])
     # Declared in Anthropic's shape: not a Chat request's tools, so the call is not one it declared.
     anthropic_shaped = {"tools": [{"name": "lookup", "input_schema": {"type": "object"}}]}
     assert "undeclared-tool" in codes(analyze_message(body, "openai-chat", request=anthropic_shaped))

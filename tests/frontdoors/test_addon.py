@@ -13,7 +13,7 @@ from mitmproxy import exceptions
 from mitmproxy import io as mio
 from mitmproxy.addons import errorcheck
 from mitmproxy.test import taddons, tflow
-from streams import DATA, call, choice, chunk, core_part, sse, tool_chunk, without_timing
+from streams import DATA, call, chat_message, choice, chunk, core_part, sse, tool_chunk, without_timing
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
@@ -216,32 +216,9 @@ def test_host_filter_matches_the_host_the_user_sees(lens):
 
 def test_non_streamed_json_response_is_summarised(lens):
     flow = llm_flow(content_type="application/json", request={"model": "m", "stream": False, "tools": []})
-    flow.response.content = json.dumps(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "model": "gpt-4.1",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
-                            {
-                                "id": "c2",
-                                "type": "function",
-                                "function": {"name": "b", "arguments": '{"x":1}'},
-                            },
-                        ],
-                    },
-                    "finish_reason": "tool_calls",
-                }
-            ],
-            "usage": {"total_tokens": 3},
-        }
-    ).encode()
+    flow.response.content = chat_message(
+        [("c1", "a", "{}"), ("c2", "b", '{"x":1}')], model="gpt-4.1", usage={"total_tokens": 3}
+    )
     lens.responseheaders(flow)
     assert not flow.response.stream
     lens.response(flow)
@@ -738,29 +715,9 @@ def test_an_error_status_is_a_result_saying_so_with_its_status_reason_and_type(l
 
 
 def test_a_whole_message_is_read_with_its_request_even_under_a_wrong_content_encoding(lens):
-    message = {
-        "object": "chat.completion",
-        "model": "gpt-test",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": "c1",
-                            "type": "function",
-                            "function": {"name": "not_declared", "arguments": "{}"},
-                        }
-                    ],
-                },
-            }
-        ],
-    }
     flow = llm_flow(content_type="application/json", request={**REQUEST, "stream": False})
     flow.response.headers["content-encoding"] = "gzip"  # says gzip; the body is plain: read as it is
-    flow.response.raw_content = json.dumps(message).encode()
+    flow.response.raw_content = chat_message([("c1", "not_declared", "{}")])
     lens.responseheaders(flow)
     lens.response(flow)
     result = flow.metadata["toolcall_lens"]

@@ -14,6 +14,7 @@ from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy import flow as mflow
 from mitmproxy.test import taddons, tflow
+from streams import chat_message
 from websocket_turns import InjectWebSocket, a_turn, answer, response_events, send, ws_flow
 
 import addon as addon_module
@@ -39,29 +40,7 @@ def json_flow(request: dict, body: bytes, path: str = "/v1/chat/completions"):
     return flow
 
 
-MESSAGE = json.dumps(
-    {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": "gpt-4o",
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "search", "arguments": "{}"},
-                        }
-                    ],
-                },
-                "finish_reason": "tool_calls",
-            }
-        ],
-    }
-).encode()
+MESSAGE = chat_message([("call_1", "search", "{}")], model="gpt-4o")
 
 
 # --- request: the echo check (request_3, _6, _13, _16, _17, _18, _21) --------------------------------------

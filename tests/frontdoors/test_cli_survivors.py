@@ -16,7 +16,7 @@ from mitmproxy import io as mio
 from mitmproxy.test import tflow
 from mitmproxy.websocket import WebSocketMessage
 from streams import DATA, call, choice, chunk, sse, tool_chunk, warning
-from websocket_messages import capture, websocket_flow
+from websocket_messages import capture, recorded_flow, websocket_flow
 from wsproto.frame_protocol import Opcode
 
 from accumulator.cli import main
@@ -381,29 +381,13 @@ def test_a_websocket_flow_with_no_response_says_so_unless_it_is_no_llm_connectio
     )
 
 
-def recorded_flow(trimmed, keep_from: int, keep_to: int | None = None):
-    """A Responses WebSocket flow the addon recorded, ``trimmed`` messages dropped from the stored front."""
-    from accumulator import Connection, connection_result
-
-    ws = websocket_flow("openai-responses", start=946684800.0)
-    live = Connection("openai-responses", path="/v1/responses")
-    for message in ws.websocket.messages:
-        live.message(message.from_client, message.content, message.is_text, now=message.timestamp)
-    live.finish()
-    record = connection_result(live)
-    record["connection"]["trimmed"] = trimmed
-    ws.metadata["toolcall_lens"] = record
-    ws.websocket.messages = ws.websocket.messages[keep_from:keep_to]
-    return ws
-
-
 def test_a_trimmed_responses_time_is_its_first_stored_message_or_else_the_flows(tmp_path, capsys):
     # Response 3 begins at message 13. Trimmed 12, only message 13 stored: its time (the last message's).
-    ws = recorded_flow(12, 12, 13)
+    ws = recorded_flow(12, keep=slice(12, 13))
     _, results, _ = run_json(capsys, dump(tmp_path / "one.flows", ws))
     assert results[2]["source"]["time"] == "2000-01-01T00:00:12+00:00"
     # Trimmed 13: message 13 is gone too, so the flow's own request time.
-    ws = recorded_flow(13, 13)
+    ws = recorded_flow(13, keep=slice(13, None))
     _, results, _ = run_json(capsys, dump(tmp_path / "gone.flows", ws))
     flow_time = results[0]["source"]["time"]
     assert [r["source"]["time"] for r in results] == [flow_time] * 3
@@ -412,7 +396,7 @@ def test_a_trimmed_responses_time_is_its_first_stored_message_or_else_the_flows(
 
 @pytest.mark.parametrize("trimmed", [0, -1, "12", None])
 def test_a_record_trimming_nothing_that_makes_sense_is_re_analysed(trimmed, tmp_path, capsys):
-    ws = recorded_flow(trimmed, 0)
+    ws = recorded_flow(trimmed)
     _, results, _ = run_json(capsys, dump(tmp_path / "odd.flows", ws))
     assert [r["source"]["timing"][:13] for r in results] == ["re-computed f"] * 3
 

@@ -17,7 +17,7 @@ from mitmproxy.test import tflow
 from otlp_receiver import Receiver
 from streams import DATA
 from test_cli_survivors import dump as dump_of
-from websocket_messages import capture, websocket_flow
+from websocket_messages import capture, recorded_flow, websocket_flow
 from wsproto.frame_protocol import Opcode
 
 from accumulator.cli import main
@@ -404,24 +404,11 @@ def test_a_response_the_connections_end_cut_short_runs_until_that_end(tmp_path, 
     assert not last["complete"] and last["timing"]["duration"] == 30 - 12  # its first message: the 13th
 
 
-def recorded_flow(trimmed):
-    from accumulator import Connection, connection_result
-
-    ws = websocket_flow("openai-responses", start=START + 1)
-    ws.request.timestamp_start = START
-    live = Connection("openai-responses", path="/v1/responses")
-    for message in ws.websocket.messages:
-        live.message(message.from_client, message.content, message.is_text, now=message.timestamp)
-    live.finish()
-    record = connection_result(live)
-    record["connection"]["trimmed"] = trimmed
-    ws.metadata["toolcall_lens"] = record
-    return ws
-
-
 @pytest.mark.parametrize("trimmed", [None, -1])
 def test_a_record_trimming_no_positive_number_of_messages_is_re_analysed(trimmed, tmp_path, capsys):
-    dump = dump_of(tmp_path / "recorded.flows", recorded_flow(trimmed))
+    flow = recorded_flow(trimmed, start=START + 1)
+    flow.request.timestamp_start = START
+    dump = dump_of(tmp_path / "recorded.flows", flow)
     assert main([dump, "--json", "--strategies", "none"]) == 1
     # Re-analysed under this run's strategies (none): the record's recency-misroute is not there.
     assert [w["code"] for w in results(capsys)[1]["warnings"]] == ["unanswered-call"]

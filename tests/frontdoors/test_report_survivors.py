@@ -5,10 +5,9 @@ checked by applying the mutation it guards against to the source by hand and see
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
-from streams import DATA, call, choice, chunk, sse, tool_chunk
+from streams import DATA, call, chat_message, choice, chunk, sse, tool_chunk
 from test_websocket_presentation import _recorded
 from websocket_messages import websocket_flow
 
@@ -28,20 +27,11 @@ def cli_report(name: str, capsys) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
-def message(content: str | None = "hello", tool_calls: list | None = None) -> dict:
-    """A whole (non-streamed) Chat Completions response."""
-    said: dict = {"role": "assistant", "content": content}
-    if tool_calls:
-        said["tool_calls"] = [
-            {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": "{}"}}
-            for n, name in enumerate(tool_calls)
-        ]
-    finish = "tool_calls" if tool_calls else "stop"
-    return {
-        "object": "chat.completion",
-        "model": "gpt-test",
-        "choices": [{"index": 0, "finish_reason": finish, "message": said}],
-    }
+def message(content: str | None = "hello", tool_calls: list | None = None) -> bytes:
+    """A whole (non-streamed) Chat Completions response saying ``content``, calling ``tool_calls``."""
+    return chat_message(
+        [(f"call_{n}", name, "{}") for n, name in enumerate(tool_calls or ())], content=content
+    )
 
 
 def lines_of(result: dict) -> list[str]:
@@ -53,7 +43,7 @@ def lines_of(result: dict) -> list[str]:
 
 def test_the_head_says_not_streamed_and_has_no_title_unless_given():
     # mutants 6, 8 ("(not streamed)" never said), 33 (a title of None)
-    result = analyze_message(json.dumps(message()).encode(), "openai-chat")
+    result = analyze_message(message(), "openai-chat")
     assert lines_of(result)[0] == "== openai-chat (not streamed), model gpt-test, complete =="
     streamed = analyze((DATA / "production_interleaved.sse").read_bytes())
     assert lines_of(streamed)[0] == "== openai-chat, model gpt-test, complete =="
@@ -96,7 +86,7 @@ def test_a_calls_times_and_the_timings_source_are_shown_when_a_clock_was_read():
 @pytest.mark.parametrize("length", [300, 301])
 def test_a_text_of_300_characters_is_shown_whole_and_a_longer_one_cut(length):
     # _one_line: mutants 10 (never cut), 11 (300 characters cut), 12 (the cut raises)
-    result = analyze_message(json.dumps(message("x" * length)).encode(), "openai-chat")
+    result = analyze_message(message("x" * length), "openai-chat")
     shown = "x" * length if length <= 300 else "x" * 300 + "…"
     assert f"  text: {shown}" in lines_of(result)
 
@@ -104,7 +94,7 @@ def test_a_text_of_300_characters_is_shown_whole_and_a_longer_one_cut(length):
 def test_the_websocket_line_says_every_fact_it_has():
     # format_report 250 (no websocket line); _websocket_line 8, 12, 15, 21, 24, 27, 30 (a fact left out or
     # None joined)
-    result = analyze_message(json.dumps(message()).encode(), "openai-chat")
+    result = analyze_message(message(), "openai-chat")
     result["websocket"] = {
         "position": 2,
         "lane": "s1",
@@ -239,9 +229,9 @@ def test_an_http_errors_summary_says_its_status_and_what_came(body, kwargs, expe
 
 def test_a_summary_counts_one_call_or_the_text_and_names_the_repairs():
     # mutants 70 ("1 calls"), 78, 82 (the text's length), 118 (the repairs left out)
-    one = analyze_message(json.dumps(message(None, ["lookup"])).encode(), "openai-chat")
+    one = analyze_message(message(None, ["lookup"]), "openai-chat")
     assert summary_line(one) == "openai-chat gpt-test (not streamed): 1 call: lookup"
-    text = analyze_message(json.dumps(message("hello")).encode(), "openai-chat")
+    text = analyze_message(message("hello"), "openai-chat")
     assert summary_line(text) == "openai-chat gpt-test (not streamed): no calls, 5 chars of text"
     streamed = analyze((DATA / "openai_chat_parallel.sse").read_bytes())
     streamed["rewrite"] = {"inject": ["interleave"], "repair": ["serialize"], "skipped": []}
