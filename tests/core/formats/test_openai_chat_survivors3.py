@@ -10,6 +10,8 @@ import json
 
 import pytest
 from streams import call, calls_of, choice, chunk, sse, tool_chunk, warning
+from test_openai_survivors import chat_rewrite, data_lines
+from test_openai_survivors2 import fn
 
 from accumulator import analyze, analyze_message
 from accumulator.formats import usage_parts
@@ -144,6 +146,91 @@ def test_a_continuation_whose_function_is_missing_names_nothing():
     assert {name: v["verdict"] for name, v in result["compatibility"].items()} == dict.fromkeys(
         ["recency", "index-only", "id-then-index", "field-concat", "last-wins"], "ok"
     )
+
+
+# --- rewriting: tool_entries, CallRouter.route, _name -------------------------------------------------------------
+
+
+def indices(body: bytes) -> list[list]:
+    """The index of every tool-call entry, per chunk (choices in order, those that are no object skipped)."""
+    return [
+        [
+            entry["index"]
+            for ch in obj["choices"]
+            if type(ch) is dict and type(ch.get("delta")) is dict
+            for entry in ch["delta"].get("tool_calls") or ()
+        ]
+        for obj in data_lines(body)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        ("junk", [0]),
+        ({"index": 0, "delta": "junk"}, [0]),
+        (choice(0, content="Hi"), [0]),
+        (choice(0, tool_calls=[fn(3, "call_a", "alpha", "{}")]), [0, 0]),
+    ],
+    ids=["choice-no-object", "delta-no-object", "no-tool-calls", "calls-of-its-own"],
+)
+def test_reindex_reaches_every_choices_calls_in_a_chunk(first, expected):
+    # tool_entries 12, 19, 26 (the chunk's later choices skipped after one that is no object, has a delta
+    # that is no object or holds no tool_calls), 37 (only the last choice's entries kept)
+    body = sse(
+        chunk(first, choice(1, tool_calls=[fn(4, "call_b", "beta", "{}")])),
+        chunk(choice(0, "tool_calls"), choice(1, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["reindex"])
+    assert indices(out)[0] == expected and report["edits"] == {"reindex": len(expected)}
+
+
+def test_a_choice_without_index_is_choice_0_for_the_rewriter_too():
+    # tool_entries 33 (a choice's missing index kept as None: its fragment routed to no call, left on index 3)
+    body = sse(
+        tool_chunk(fn(3, "call_a", "alpha", "{")),
+        chunk({"delta": {"tool_calls": [call(3, arguments="}")]}}),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["reindex"])
+    assert indices(out)[:2] == [[0], [0]] and report["edits"] == {"reindex": 2}
+    assert calls_of(analyze(out, CHAT)) == [("call_a", "alpha", "{}")]
+
+
+def test_reindex_gives_calls_without_ids_told_apart_by_their_names_their_own_index():
+    # CallRouter.route 10 (no name given to the router: a call without id never opened, its index left)
+    body = sse(
+        tool_chunk(call(3, name="alpha", arguments="{}")),
+        tool_chunk(call(5, name="beta", arguments="{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, repair=["reindex"])
+    assert indices(out)[:2] == [[0], [1]] and report["edits"] == {"reindex": 2}
+
+
+def test_an_index_that_is_no_integer_is_no_index_to_the_rewriter_as_to_the_analysis():
+    # CallRouter.route 22 (a string index used as one: reindex claimed a fragment the analysis cannot place)
+    body = sse(
+        tool_chunk(fn("x", "call_a", "alpha", "{")),
+        tool_chunk(fn("x", "call_b", "beta", "{")),
+        tool_chunk(call("x", arguments="}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    assert "orphan-delta" in [w["code"] for w in analyze(body, CHAT)["warnings"]]
+    out, report = chat_rewrite(body, repair=["reindex"])
+    assert indices(out)[:3] == [[0], [1], ["x"]] and report["edits"] == {"reindex": 2}
+
+
+def test_split_names_passes_a_name_that_is_no_string_and_splits_the_next_calls():
+    # _name 11 (a truthy name of any type taken: cutting the number 5 stopped the rewriting)
+    body = sse(
+        tool_chunk(fn(0, "call_a", 5, "{}")),
+        tool_chunk(fn(1, "call_b", "beta", "{}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    out, report = chat_rewrite(body, inject=["split-names"])
+    assert report["stopped"] is None and report["edits"] == {"split-names": 1}
+    assert indices(out)[:3] == [[0], [1], [1]]
 
 
 # --- request_facts, request_usage_asked: a request is read in its own format's shape ----------------------------
