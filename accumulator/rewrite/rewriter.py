@@ -200,8 +200,11 @@ class StreamRewriter:
                 batch.append(piece)
                 size += len(piece)
                 if size >= _BATCH:
-                    self._decoded(b"".join(batch))
-                    self._encode_out()
+                    try:
+                        self._decoded(b"".join(batch))
+                        self._encode_out()
+                    except Exception as exc:  # noqa: BLE001 - the rewriter's fault, not the body's:
+                        self._abandon(exc)  # what it read leaves as it came, and the body goes on decoding
                     batch, size = [], 0
             error = self._content.error
         except Exception as exc:  # noqa: BLE001 - it should not raise; if it does, it failed to decode

@@ -20,6 +20,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from rewriting import rewrite
 from streams import DATA, invoke_frames, named_sse
 
 from accumulator import analyze
@@ -68,34 +69,6 @@ BROKEN = {
 
 def scenarios(fmt: str) -> list[str]:
     return [name for name in fake_provider.FORMAT_SCENARIOS[fmt] if name != "gated"]
-
-
-def split(names) -> tuple[list[str], list[str]]:
-    return [n for n in names if n in INJECTIONS], [n for n in names if n in REPAIRS]
-
-
-def rewrite(
-    fmt: str, body: bytes, names=(), pieces=None, may_stop: bool = False, **options
-) -> tuple[list[bytes], dict]:
-    """The pieces a rewriter sends for ``body`` fed in ``pieces`` (whole by default), and its report. A
-    rewriter that gave up passes the rest as it came, which a comparison of meaning alone may not see: it
-    must not have stopped, unless the test says it may (``may_stop``)."""
-    inject, repair = split(names)
-    rewriter = StreamRewriter(fmt, inject=inject, repair=repair, **options)
-    out = []
-    for piece in [body] if pieces is None else pieces:
-        sent = rewriter.feed(piece)
-        assert all(type(p) is bytes and p for p in sent), sent
-        out += sent
-    sent = rewriter.finish()
-    assert all(type(p) is bytes and p for p in sent), sent
-    out += sent
-    report = rewriter.report()
-    assert json.loads(json.dumps(report)) == report
-    assert report["writes"] == len(out)
-    assert report["bytes_out"] == sum(map(len, out))
-    assert may_stop or report["stopped"] is None, report["stopped"]
-    return out, report
 
 
 def rewritten(fmt: str, body: bytes, names=(), **options) -> bytes:

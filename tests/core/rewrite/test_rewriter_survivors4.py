@@ -10,23 +10,12 @@ import zlib
 
 import fake_provider
 import pytest
+from rewriting import rewrite
 from streams import call, choice, chunk, sse, tool_chunk
 
 from accumulator import analyze
 from accumulator.boundaries import cut, hostile_cuts
-from accumulator.rewrite import INJECTIONS, StreamRewriter
-
-
-def rewrite(fmt: str, body: bytes, names=(), pieces=None, **options) -> tuple[list[bytes], dict]:
-    """The pieces a rewriter sends for ``body`` fed in ``pieces`` (whole by default), and its report."""
-    inject = [name for name in names if name in INJECTIONS]
-    repair = [name for name in names if name not in INJECTIONS]
-    rewriter = StreamRewriter(fmt, inject=inject, repair=repair, **options)
-    out = []
-    for piece in [body] if pieces is None else pieces:
-        out += rewriter.feed(piece)
-    out += rewriter.finish()
-    return out, rewriter.report()
+from accumulator.rewrite import reorder
 
 
 def calls(body: bytes, fmt: str = "openai-chat") -> list[tuple]:
@@ -54,7 +43,7 @@ def test_a_stream_with_exactly_the_capped_number_of_calls_is_rewritten_to_its_en
     count = len(calls(CHAT))
     _, report = rewrite("openai-chat", CHAT, ["serialize"], max_calls=count)
     assert report["stopped"] is None
-    _, report = rewrite("openai-chat", CHAT, ["serialize"], max_calls=count - 1)
+    _, report = rewrite("openai-chat", CHAT, ["serialize"], max_calls=count - 1, may_stop=True)
     assert report["stopped"]["reason"] == f"more than {count - 1} tool calls: the rest passes as it is"
 
 
@@ -72,6 +61,24 @@ def test_a_body_that_decodes_to_several_mib_leaves_in_a_piece_per_mib():
     # Two full MiB batches, the rest at the end, then the gzip trailer: never the whole body at once.
     assert report["writes"] == len(out) == 4
     assert max(map(len, decoded)) < 1024 * 1024 + 65_536
+
+
+def test_a_fault_of_the_rewriters_own_in_a_decoded_mib_passes_every_decoded_byte_and_is_no_decoding_error(
+    monkeypatch,
+):
+    # Found in this review: a raise while rewriting a MiB batch was taken for the body failing to decode; the
+    # compressed input then went out raw after what it had decoded to, so the client got that part twice.
+    text = [chunk(choice(0, content="x" * 60_000)) for _ in range(45)]  # about 2.6 MiB decoded
+    body = sse(tool_chunk(call(0, "call_1", "lookup", '{"q": 1}')), *text, chunk(choice(0, "tool_calls")))
+
+    def failing(self, unit, role, key):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(reorder.Interleaver, "_add", failing)
+    out, report = rewrite("openai-chat", gzip.compress(body), ["interleave"], encoding="gzip", may_stop=True)
+    assert gzip.decompress(b"".join(out)) == body
+    assert report["decoding_error"] is None
+    assert report["stopped"]["reason"] == "internal error (RuntimeError: boom): the rest passes as it is"
 
 
 # --- _finish: a compressed body cut short (mutants _finish_3, _4, _5, _6) ----------------------------------
@@ -127,7 +134,12 @@ def test_an_event_still_arriving_beyond_the_cap_stops_the_rewriting_and_says_why
     body = sse(tool_chunk(call(0, "call_1", "lookup", "{}")), done=False) + big
     cap = 300
     out, report = rewrite(
-        "openai-chat", body, ["serialize"], pieces=[body[:-100], body[-100:]], max_event_bytes=cap
+        "openai-chat",
+        body,
+        ["serialize"],
+        pieces=[body[:-100], body[-100:]],
+        max_event_bytes=cap,
+        may_stop=True,
     )
     assert b"".join(out) == body
     assert report["stopped"]["reason"] == f"an event over {cap} bytes: the rest passes as it is"
@@ -136,7 +148,7 @@ def test_an_event_still_arriving_beyond_the_cap_stops_the_rewriting_and_says_why
 def test_a_last_event_cut_at_exactly_the_cap_is_no_oversized_event():
     last = sse(chunk(choice(0, content="x" * 500)), done=False)
     body = sse(tool_chunk(call(0, "call_1", "lookup", "{}")), done=False) + last[:-1]
-    out, report = rewrite("openai-chat", body, ["serialize"], max_event_bytes=len(last) - 1)
+    out, report = rewrite("openai-chat", body, ["serialize"], max_event_bytes=len(last) - 1, may_stop=True)
     assert report["stopped"] is None and b"".join(out) == body
 
 
@@ -146,7 +158,7 @@ def test_a_last_event_cut_at_exactly_the_cap_is_no_oversized_event():
 def test_events_rewritten_before_an_oversized_one_in_the_same_feed_leave_rewritten():
     big = sse(chunk(choice(0, content="x" * 500)), done=False)
     body = sse(tool_chunk(call(0, "call_1", "lookup", '{"q": 1}')), done=False) + big
-    out, report = rewrite("openai-chat", body, ["split-names"], max_event_bytes=300)
+    out, report = rewrite("openai-chat", body, ["split-names"], max_event_bytes=300, may_stop=True)
     assert report["stopped"]["reason"] == f"an event of {len(big)} bytes is over the 300 cap"
     assert report["edits"] == {"split-names": 1}
     sent = b"".join(out)
@@ -168,7 +180,9 @@ def test_events_rewritten_before_an_oversized_one_in_the_same_feed_leave_rewritt
     ],
 )
 def test_events_passed_before_a_stop_are_not_sent_again(names, body):
-    out, report = rewrite("openai-chat", body, names, max_event_bytes=max(map(len, CHAT_EVENTS)) - 1)
+    out, report = rewrite(
+        "openai-chat", body, names, max_event_bytes=max(map(len, CHAT_EVENTS)) - 1, may_stop=True
+    )
     assert report["stopped"] is not None
     assert b"".join(out) == body
     assert report["events_out"] == report["events_in"]
