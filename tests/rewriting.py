@@ -22,7 +22,8 @@ def rewrite(
     inject, repair = split(names)
     rewriter = StreamRewriter(fmt, inject=inject, repair=repair, **options)
     out = []
-    for piece in [body] if pieces is None else pieces:
+    fed = [body] if pieces is None else pieces
+    for piece in fed:
         sent = rewriter.feed(piece)
         assert all(type(p) is bytes and p for p in sent), sent
         out += sent
@@ -33,5 +34,6 @@ def rewrite(
     assert json.loads(json.dumps(report)) == report
     assert report["writes"] == len(out)
     assert report["bytes_out"] == sum(map(len, out))
+    assert report["bytes_in"] == sum(map(len, fed))
     assert may_stop or report["stopped"] is None, report["stopped"]
     return out, report

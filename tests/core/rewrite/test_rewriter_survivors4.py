@@ -10,12 +10,13 @@ import zlib
 
 import fake_provider
 import pytest
+from faults import Failing
 from rewriting import rewrite
-from streams import call, choice, chunk, sse, tool_chunk
+from streams import DATA, call, choice, chunk, sse, tool_chunk
 
 from accumulator import analyze
 from accumulator.boundaries import cut, hostile_cuts
-from accumulator.rewrite import reorder
+from accumulator.rewrite import StreamRewriter, reorder
 
 
 def calls(body: bytes, fmt: str = "openai-chat") -> list[tuple]:
@@ -210,3 +211,57 @@ def test_calls_held_at_an_end_without_a_finish_pass_through_every_later_stage():
     assert report["stopped"] is None
     sent = b"".join(out)
     assert len(sent) == len(body) and calls(sent) == calls(body)
+
+
+# --- The mutants of the run's last stretch (__init__ _4, _11, _84, _115; _feed_22, _23; feed_1: in rewrite()) ------------
+
+
+def test_an_unknown_format_or_transformation_is_refused_by_name():
+    # __init___4, _11: what a library user who builds a StreamRewriter is told
+    with pytest.raises(ValueError, match="^unknown format 'grpc'$"):
+        StreamRewriter("grpc", inject=["interleave"])
+    with pytest.raises(ValueError, match="^unknown injection 'shuffle'; known: interleave, "):
+        StreamRewriter("openai-chat", inject=["shuffle"])
+
+
+def test_an_aws_frame_over_the_cap_stops_the_rewriting_at_its_prelude_not_once_it_is_whole():
+    # __init___84: the splitter is given the rewriter's cap, so a frame's prelude is enough to stop: its
+    # bytes pass at once instead of being held until the whole frame has come.
+    body = (DATA / "bedrock_converse_parallel.bin").read_bytes()
+    sizes = []
+    at = 0
+    while at < len(body):
+        sizes.append(int.from_bytes(body[at : at + 4], "big"))
+        at += sizes[-1]
+    cap = max(sizes) - 1
+    big = sizes.index(max(sizes))
+    start = sum(sizes[:big])
+    rewriter = StreamRewriter("bedrock-converse", inject=["interleave"], max_event_bytes=cap)
+    first = rewriter.feed(body[: start + 12])  # up to the big frame's prelude
+    assert rewriter.report()["stopped"]["reason"] == (
+        f"an AWS event-stream frame of {max(sizes)} bytes is over the {cap} cap: the rest passes as it is"
+    )
+    out = first + rewriter.feed(body[start + 12 :]) + rewriter.finish()
+    assert b"".join(out) == body
+
+
+@pytest.mark.parametrize("encoding", ["identity", "Identity", " IDENTITY "])
+def test_identity_in_any_case_is_no_encoding(encoding):
+    # __init___115
+    out, report = rewrite("openai-chat", CHAT, ["serialize"], encoding=encoding)
+    assert report["decoded"] is None and b"".join(out) != CHAT
+
+
+def test_a_content_decoder_that_raises_is_a_decoding_error_naming_it_and_the_input_passes_raw():
+    # _feed_22, _23: the decoder is not meant to raise; if it does, that is the body failing to decode
+    body = gzip.compress(CHAT)
+    rewriter = StreamRewriter("openai-chat", repair=["serialize"], encoding="gzip")
+    rewriter._content = Failing(rewriter._content, "decode_pieces", RuntimeError("decoder bug"))
+    out = rewriter.feed(body) + rewriter.finish()
+    assert b"".join(out) == body
+    report = rewriter.report()
+    assert report["decoding_error"] == "RuntimeError: decoder bug"
+    assert (
+        report["stopped"]["reason"]
+        == "the body stopped decoding (RuntimeError: decoder bug): the rest passes raw"
+    )
