@@ -36,6 +36,11 @@ def pytest_configure(config):
         "markers",
         "needs(available, reason): a part of the environment the test needs; skipped without it, failed in CI",
     )
+    config.addinivalue_line(
+        "markers",
+        "heavy: a resource bound (an endless stream's memory, a megabyte fed a byte at a time), seconds each;"
+        " skipped while a mutation run tests a mutant (docs/mutation.md)",
+    )
 
 
 def pytest_report_header(config):
@@ -47,6 +52,9 @@ def pytest_report_header(config):
 
 
 def pytest_runtest_setup(item):
+    # mutmut names the mutant under test here; every surviving mutant of a hot path would run these too.
+    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", "") and item.get_closest_marker("heavy"):
+        pytest.skip("a resource bound: not run against each mutant (docs/mutation.md)")
     for mark in item.iter_markers("needs"):
         available, reason = mark.args
         if not available:

@@ -130,6 +130,7 @@ def endless(kind: str, nbytes: int):
             return
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("kind", "caps", "check"),
     [

@@ -140,6 +140,7 @@ def test_keep_0_keeps_every_message(lens):
     assert len(flow.websocket.messages) == 30 * 5
 
 
+@pytest.mark.heavy
 def test_a_connection_of_100000_messages_holds_bounded_memory(lens):
     """What is alive after 100,000 messages is what was alive after 20,000: the stored messages are
     trimmed, the connection keeps a bounded number of results, each response's analysis is freed once

@@ -224,6 +224,7 @@ def test_an_empty_body_yields_nothing():
     assert decode(b"") == [] and decode(b" \r\n") == [] and decode(b"\xef\xbb\xbf") == []
 
 
+@pytest.mark.heavy
 def test_one_megabyte_element_fed_one_byte_at_a_time_stays_linear():
     body = b'[{"s":"' + b"q" * (1 << 20) + b'"}]'
     decoder = JsonArrayDecoder()

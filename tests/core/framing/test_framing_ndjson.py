@@ -168,6 +168,7 @@ def test_oversized_last_line_without_lf_is_not_dispatched_at_close():
     assert events == [SseEvent(None, b"a", None), OVERSIZED] and not decoder.unterminated
 
 
+@pytest.mark.heavy
 def test_one_megabyte_line_fed_one_byte_at_a_time_stays_linear():
     # With quadratic buffering (re-joining the pending line per byte) this takes hours, not a second.
     body = b'{"s":"' + b"q" * (1 << 20) + b'"}\n'

@@ -222,6 +222,7 @@ def test_oversized_line_ending_exactly_at_a_chunk_boundary_does_not_end_the_even
     assert [e.data for e in events if e is not OVERSIZED] == [b"next"]
 
 
+@pytest.mark.heavy
 def test_one_megabyte_event_fed_one_byte_at_a_time_stays_linear():
     # With quadratic buffering (re-joining the pending line per byte) this takes hours, not a second.
     body = b"data: " + b"q" * (1 << 20) + b"\n\n"

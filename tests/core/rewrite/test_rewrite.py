@@ -1104,6 +1104,7 @@ def test_an_unfinished_last_event_leaves_last_and_unchanged():
 # -- a stream that never ends --------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["endless-calls", "endless-arguments"])
 @pytest.mark.parametrize(
     ("inject", "repair"),
