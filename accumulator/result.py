@@ -16,6 +16,7 @@ import orjson
 
 from . import formats
 from .assembly import Assembly, ChoiceState, fragment_text
+from .ops import real_id
 from .request import RequestFacts
 from .usage import FIGURES, normalised
 from .warnings import WarningLog
@@ -389,8 +390,9 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
     for out in out_choices:
         identity = out["tool_calls"]
         total += len(identity)
+        # Ids as identity reads them: a placeholder names no call, an id of another type is its text.
         simulated = [
-            {"id": c["id"] or None, "name": c["name"], "arguments": c["arguments"] or empty}
+            {"id": real_id(c["id"]), "name": c["name"], "arguments": c["arguments"] or empty}
             for c in strategy.calls(out["index"])
         ]
         if [(c["id"], c["name"], c["arguments"]) for c in simulated] == [

@@ -103,6 +103,34 @@ def test_id_mangling_alone_breaks_a_strategy():
     assert misroute["first_divergence_event"] == 2
 
 
+@pytest.mark.parametrize(
+    ("wire_id", "breaks"),
+    [("null", []), ("", []), (123, ["id-then-index-misroute"]), (0, ["id-then-index-misroute"])],
+)
+def test_a_lone_call_whose_id_is_a_placeholder_or_a_number_is_compared_as_identity_reads_it(wire_id, breaks):
+    # Every rule builds this one call: all five used to say "breaks", the naive side holding "null" or 123
+    # where identity holds no id or "123". Only id-then-index, which takes no id but a string, loses it.
+    body = sse(tool_chunk(call(0, wire_id, "f", '{"a": 1}')), chunk(choice(0, "tool_calls")))
+    result = analyze(body, "openai-chat")
+    assert codes(result) == breaks
+    assert [name for name, v in result["compatibility"].items() if v["verdict"] != "ok"] == [
+        code.removesuffix("-misroute") for code in breaks
+    ]
+    for code in breaks:
+        assert warning(result, code)["would_build"] == [{"id": None, "name": "f", "arguments": '{"a": 1}'}]
+
+
+def test_a_placeholder_glued_to_a_real_id_still_breaks_field_concat():
+    body = sse(
+        tool_chunk(call(0, "call_1", "f", "{")),
+        tool_chunk(call(0, "null", None, "}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    assert (
+        warning(analyze(body, "openai-chat"), "field-concat-misroute")["would_build"][0]["id"] == "call_1null"
+    )
+
+
 def test_whole_call_formats_are_not_applicable():
     result = analyze((DATA / "gemini_parallel.sse").read_bytes(), "gemini")
     assert {v["verdict"] for v in result["compatibility"].values()} == {"n/a"}
