@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 
+import pytest
 from streams import DATA, choice, chunk, codes, sse, warning
 
 from accumulator import StreamAccumulator, analyze
@@ -45,3 +46,45 @@ def test_a_stream_cut_short_says_which_choices_were_unfinished_or_that_none_had_
         "the stream ended without its end marker; unfinished choices: [0]"
     )
     assert "truncated-stream" in codes(during)
+
+
+@pytest.mark.parametrize("body", [b"", b"\n\n  \n"], ids=["empty", "blank"])
+@pytest.mark.parametrize("fmt", ["openai-chat", "gemini"])  # gemini: several framings, told by the head
+def test_a_stream_that_never_framed_an_event_is_an_empty_truncated_result(fmt, body):
+    # finish_17, _20: nothing was framed; the result is still made, with nothing in it
+    accumulator = StreamAccumulator(fmt)
+    accumulator.feed(body)
+    result = accumulator.finish()
+    assert (result["complete"], result["choices"], codes(result)) == (False, [], ["truncated-stream"])
+
+
+def test_an_event_cut_by_the_end_is_read_and_the_warning_names_it():
+    # finish_40, _43, _46
+    body = sse(chunk(choice(0, content="hi")), done=False)[:-2]  # event 1 without its blank line
+    found = warning(analyze(body, "openai-chat"), "unterminated-event")
+    assert (found["message"], found["event"]) == (
+        "the input ended inside event 2 (no closing delimiter); it was read anyway",
+        1,
+    )
+
+
+def test_an_aws_frame_cut_by_the_end_is_a_malformed_event_after_the_last_whole_one():
+    # finish_48, _49, _59, _60, _61
+    body = (DATA / "bedrock_converse_parallel.bin").read_bytes()
+    found = warning(analyze(body[:-7], "bedrock-converse"), "malformed-event")
+    frame = int.from_bytes(body[len(body) - 7 - 199 : len(body) - 7 - 195], "big")
+    assert frame == 206  # the last frame: 199 of its 206 bytes came
+    assert {k: found[k] for k in ("message", "event", "data")} == {
+        "message": "the input ended inside a frame (199 bytes of it)",
+        "event": 12,
+        "data": "",
+    }
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "gemini"])
+def test_a_body_that_fails_to_decode_before_any_event_still_gives_its_result(fmt):
+    # finish_20: nothing framed, analysis stopped: the result says why (gemini tells its framing by the head)
+    accumulator = StreamAccumulator(fmt, encoding="gzip")
+    accumulator.feed(b"\x1f\x8b\x08\x00 not a gzip body at all")
+    result = accumulator.finish()
+    assert codes(result) == ["decoding-failed", "truncated-stream"] and result["choices"] == []
