@@ -88,3 +88,33 @@ def test_a_body_that_fails_to_decode_before_any_event_still_gives_its_result(fmt
     accumulator.feed(b"\x1f\x8b\x08\x00 not a gzip body at all")
     result = accumulator.finish()
     assert codes(result) == ["decoding-failed", "truncated-stream"] and result["choices"] == []
+
+
+def events_of(body: bytes) -> list[bytes]:
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event]
+
+
+def fed_twelve_seconds_apart(threshold: float) -> dict:
+    accumulator = StreamAccumulator("openai-chat", started_at=0.0, stall_seconds=threshold)
+    for n, event in enumerate(events_of((DATA / "openai_chat_parallel.sse").read_bytes())):
+        accumulator.feed(event, 1.0 + 12 * n)
+    return accumulator.finish()
+
+
+def test_a_stall_is_a_gap_longer_than_the_threshold_and_says_both():
+    # finish_86 (a gap of exactly the threshold), _88, _91, _96
+    assert "stalled" not in codes(fed_twelve_seconds_apart(12))
+    stalled = warning(fed_twelve_seconds_apart(11.5), "stalled")
+    assert stalled["message"] == "the stream went silent for 12.0 s after event 1 (threshold 11.5 s)"
+    assert (stalled["seconds"], stalled["after_event"], stalled["threshold"]) == (12.0, 1, 11.5)
+
+
+def test_an_oversized_event_is_warned_with_the_cap_and_the_event_before_it():
+    # _consume_16, _18
+    body = sse(chunk(choice(0, content="hi")), chunk(choice(0, content="x" * 400)), chunk(choice(0, "stop")))
+    found = warning(analyze(body, "openai-chat", max_event_bytes=300), "oversized-event")
+    assert (found["message"], found["after_event"], found["limit"]) == (
+        "the event after event 1 exceeded 300 bytes and was dropped",
+        1,
+        300,
+    )
