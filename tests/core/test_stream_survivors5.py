@@ -9,7 +9,7 @@ import gzip
 import pytest
 from streams import DATA, choice, chunk, codes, sse, warning
 
-from accumulator import StreamAccumulator, analyze
+from accumulator import Limits, StreamAccumulator, analyze
 
 SHORT = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
@@ -118,3 +118,17 @@ def test_an_oversized_event_is_warned_with_the_cap_and_the_event_before_it():
         1,
         300,
     )
+
+
+def test_the_stall_threshold_of_the_limits_given_is_honoured():
+    # __init___39: a Limits' stall_seconds counts when no stall_seconds keyword overrides it
+    accumulator = StreamAccumulator("openai-chat", started_at=0.0, limits=Limits(stall_seconds=11.5))
+    for n, event in enumerate(events_of((DATA / "openai_chat_parallel.sse").read_bytes())):
+        accumulator.feed(event, 1.0 + 12 * n)
+    assert warning(accumulator.finish(), "stalled")["threshold"] == 11.5
+
+
+def test_a_timed_stream_that_got_no_byte_has_no_duration():
+    # timing StreamTiming.__init___3: no byte came, so there is no last byte to measure to
+    result = StreamAccumulator("openai-chat", started_at=5.0).finish()
+    assert result["timing"]["duration"] is None and result["timing"]["time_to_first_byte"] is None
