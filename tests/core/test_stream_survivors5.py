@@ -132,3 +132,24 @@ def test_a_timed_stream_that_got_no_byte_has_no_duration():
     # timing StreamTiming.__init___3: no byte came, so there is no last byte to measure to
     result = StreamAccumulator("openai-chat", started_at=5.0).finish()
     assert result["timing"]["duration"] is None and result["timing"]["time_to_first_byte"] is None
+
+
+def test_an_unknown_format_is_refused_with_the_known_ones():
+    # formats get_6, _10: what a library user who names a format is told
+    with pytest.raises(ValueError, match="^unknown format 'grpc'; known: openai-chat, openai-responses, "):
+        StreamAccumulator("grpc")
+
+
+def test_a_body_no_framing_of_its_format_allows_is_read_in_the_formats_first_framing():
+    # base framing_for_7: a Gemini body starting with a NUL (an AWS frame's first byte) is read as JSON
+    result = analyze(b"\x00\x00\x00garbage", "gemini")
+    assert codes(result) == ["malformed-event", "truncated-stream"]
+    assert (
+        warning(result, "malformed-event")["message"] == "event 1 is not a JSON object: \x00\x00\x00garbage"
+    )
+
+
+def test_an_unsupported_content_encoding_is_a_decoding_failure_naming_it():
+    # __init___68, _71
+    found = warning(StreamAccumulator("openai-chat", encoding="compress").finish(), "decoding-failed")
+    assert (found["message"], found["encoding"]) == ("unsupported Content-Encoding 'compress'", "compress")
