@@ -5,6 +5,7 @@ test was checked by applying the mutation it guards against to the source by han
 from __future__ import annotations
 
 import gzip
+import json
 
 import pytest
 from streams import DATA, choice, chunk, codes, sse, warning
@@ -153,3 +154,40 @@ def test_an_unsupported_content_encoding_is_a_decoding_failure_naming_it():
     # __init___68, _71
     found = warning(StreamAccumulator("openai-chat", encoding="compress").finish(), "decoding-failed")
     assert (found["message"], found["encoding"]) == ("unsupported Content-Encoding 'compress'", "compress")
+
+
+def ollama_calls(*calls: tuple[str, int]) -> bytes:
+    """Ollama's native chat: each call whole in its own line, with its id and its function's index."""
+    head = (
+        '{"model":"qwen3:8b","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":"",'
+    )
+    lines = [
+        head
+        + f'"tool_calls":[{{"id":"{i}","function":{{"index":{n},"name":"f","arguments":{{}}}}}}]}},"done":false}}'
+        for i, n in calls
+    ]
+    lines.append(head[:-1] + '},"done":true,"done_reason":"stop"}')
+    return "\n".join(lines).encode() + b"\n"
+
+
+def test_a_whole_call_reusing_an_index_is_a_collision_naming_its_own_id():
+    # assembly _route_9: calls that arrive whole (Ollama) collide on an index too
+    found = warning(analyze(ollama_calls(("call_a", 0), ("call_b", 0)), "ollama-chat"), "index-collision")
+    assert (found["id"], found["existing_id"], found["event"]) == ("call_b", "call_a", 2)
+    assert found["message"] == "event 2: new call call_b arrived with index 0, already held by call call_a"
+
+
+def test_the_calls_cap_warning_names_the_event_of_the_first_call_over_it():
+    # assembly _new_call_5, _9
+    result = analyze(ollama_calls(("call_a", 0), ("call_b", 1), ("call_c", 2)), "ollama-chat", max_calls=2)
+    found = warning(result, "calls-cap")
+    assert (found["event"], found["limit"]) == (3, 2)
+    assert found["message"].startswith("event 3: more than 2 tool calls")
+
+
+@pytest.mark.parametrize(("wire_id", "shown"), [(123, "123"), (0, "0"), ("null", None)])
+def test_a_call_id_that_is_not_a_string_is_its_text_and_a_placeholder_none(wire_id, shown):
+    # ops real_id_2 .. _5
+    body = ollama_calls(("X", 0)).replace(b'"id":"X"', b'"id":' + json.dumps(wire_id).encode())
+    (found,) = analyze(body, "ollama-chat")["choices"][0]["tool_calls"]
+    assert found["id"] == shown
