@@ -8,9 +8,10 @@ import gzip
 import json
 
 import pytest
-from streams import DATA, choice, chunk, codes, sse, warning
+from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import Limits, StreamAccumulator, analyze
+from accumulator.framing.sse import SseDecoder
 
 SHORT = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
@@ -191,3 +192,25 @@ def test_a_call_id_that_is_not_a_string_is_its_text_and_a_placeholder_none(wire_
     body = ollama_calls(("X", 0)).replace(b'"id":"X"', b'"id":' + json.dumps(wire_id).encode())
     (found,) = analyze(body, "ollama-chat")["choices"][0]["tool_calls"]
     assert found["id"] == shown
+
+
+def test_a_chunk_ending_in_cr_lets_only_the_next_chunks_leading_lf_go():
+    # lines LineBuffer.split_3: a later chunk's leading LF still ends a line (here the blank line of event b)
+    decoder = SseDecoder()
+    events = [e.data for piece in (b"data: a\r", b"\rdata: b", b"\n\n") for e in decoder.feed(piece)]
+    assert events == [b"a", b"b"]
+
+
+def test_a_nameless_fragment_with_an_empty_name_among_several_open_calls_is_an_orphan_not_a_call():
+    # assembly _route_58
+    body = sse(
+        tool_chunk(call(0, "call_1", "f", "{"), call(1, "call_2", "g", "{")),
+        tool_chunk(call(None, None, "", "}")),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, "openai-chat")
+    assert [(c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == [
+        ("f", "{"),
+        ("g", "{"),
+    ]
+    assert warning(result, "orphan-delta")["arguments"] == "}"
