@@ -11,6 +11,7 @@ import pytest
 from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
 
 from accumulator import Limits, StreamAccumulator, analyze
+from accumulator.framing.base import OVERSIZED
 from accumulator.framing.sse import SseDecoder
 
 SHORT = b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
@@ -214,3 +215,31 @@ def test_a_nameless_fragment_with_an_empty_name_among_several_open_calls_is_an_o
         ("g", "{"),
     ]
     assert warning(result, "orphan-delta")["arguments"] == "}"
+
+
+# --- framing/sse.py: the event cap on the general path (feed_90, _93, _97, _98) ----------------------------
+
+
+def framed(cap: int, *chunks: bytes) -> list:
+    decoder = SseDecoder(cap)
+    events = [e for chunk in chunks for e in decoder.feed(chunk)] + decoder.close()
+    return ["OVERSIZED" if e is OVERSIZED else e.data for e in events]
+
+
+def test_an_event_of_exactly_the_cap_is_kept_one_byte_more_is_dropped():
+    # feed_90: two events in one chunk take the general path; a data line counts its bytes and its newline
+    assert framed(20, b"data: a\n\ndata: " + b"x" * 19 + b"\n\n") == [b"a", b"x" * 19]
+    assert framed(20, b"data: a\n\ndata: " + b"x" * 20 + b"\n\n") == [b"a", "OVERSIZED"]
+
+
+def test_an_unfinished_line_is_held_to_the_cap_with_the_event_so_far_and_dropped_at_once_beyond():
+    # feed_97, _98: the line not yet ended ("data: " and its bytes) counts with the data already held
+    assert framed(20, b"data: a\n", b"data: " + b"y" * 12, b"\n\n") == [b"a\n" + b"y" * 12]
+    decoder = SseDecoder(20)
+    decoder.feed(b"data: aaaa\n")
+    assert decoder.feed(b"data: " + b"y" * 10) == [OVERSIZED] and decoder.pending == 0
+
+
+def test_a_data_line_without_its_space_over_the_cap_is_dropped_not_a_crash():
+    # feed_93: a line other than "data: ..." goes to _line, which may drop the event
+    assert framed(20, b"data: a\n\ndata:" + b"z" * 30 + b"\n\n") == [b"a", "OVERSIZED"]
