@@ -21,7 +21,7 @@ class LineBuffer:
 
     __slots__ = ("_after_cr", "_cr", "_raw", "pending", "pending_len", "skipping")
 
-    def __init__(self, *, cr: bool = True, raw: bool = False) -> None:
+    def __init__(self, *, cr: bool, raw: bool = False) -> None:
         self._cr = cr
         self._raw = raw
         # The line not yet ended. A bytearray, not a list of pieces: a line dripping in byte by byte

@@ -142,10 +142,9 @@ class SseDecoder:
             self._block = []
             self._block_len = 0
             return out
-        if self._head:
-            head, self._head = self._head, None
-            if not BOM.startswith(head):
-                self._lines.split(head)
+        # Bytes still held at the start can only be a BOM's first bytes (strip_bom decides on anything
+        # else): in SSE they are not a line with a field, so they end nothing and are dropped.
+        self._head = None
         line = self._lines.close()
         if line:
             self._line(line, out)

@@ -130,6 +130,15 @@ def test_leading_bom_is_stripped_even_when_split(cut):
     assert decode(body[:cut], body[cut:]) == [SseEvent(None, b"x", None)]
 
 
+@pytest.mark.parametrize("head", [b"\xef", b"\xef\xbb"])
+def test_input_that_ends_in_a_boms_first_bytes_ends_with_no_event(head):
+    # close: the held start of a BOM is no line; it ends nothing and is dropped (close_11 raised on it)
+    decoder = SseDecoder()
+    assert decoder.feed(head) == []
+    assert decoder.close() == []
+    assert not decoder.unterminated
+
+
 def test_bom_only_at_the_very_start():
     events = decode(b"data: a\n\n\xef\xbb\xbfdata: b\n\n")
     # A BOM later on is part of a (then unknown) field name: that line is ignored.
