@@ -142,6 +142,17 @@ def test_no_tool_calls_is_ok_for_everyone():
     assert {v["reason"] for v in result["compatibility"].values()} == {"no tool calls to rebuild"}
 
 
+def test_a_strategy_woken_by_a_stream_with_no_call_says_there_was_none_to_rebuild():
+    # result _verdict_114: a lone fragment that names no call wakes the strategies (three of them build a
+    # call from it); the two that drop it, as identity does, rebuild nothing, and say so in words
+    body = sse(tool_chunk(call(None, None, None, "}")), chunk(choice(0, "stop")))
+    result = analyze(body, "openai-chat")
+    assert result["choices"][0]["tool_calls"] == []
+    for name in ("recency", "id-then-index"):
+        assert result["compatibility"][name] == {"verdict": "ok", "reason": "no tool calls to rebuild"}
+    assert result["compatibility"]["last-wins"]["verdict"] == "breaks"
+
+
 class OneCallStrategy(Strategy):
     """Deliberately broken, and it says nothing about when it may diverge: every delta into one call."""
 

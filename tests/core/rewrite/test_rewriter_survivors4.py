@@ -265,3 +265,31 @@ def test_a_content_decoder_that_raises_is_a_decoding_error_naming_it_and_the_inp
         report["stopped"]["reason"]
         == "the body stopped decoding (RuntimeError: decoder bug): the rest passes raw"
     )
+
+
+class CountingDecoder:
+    """Stands for a content decoder and counts the inputs handed to it."""
+
+    def __init__(self, target) -> None:
+        self.target = target
+        self.inputs = 0
+
+    def decode_pieces(self, data: bytes):
+        self.inputs += 1
+        return self.target.decode_pieces(data)
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+
+def test_after_the_body_stops_decoding_the_rest_passes_raw_without_going_through_the_decoder_again():
+    # _feed_29: the rest of a body that failed to decode is passed as it came, never decoded again
+    body = bytearray(gzip.compress(CHAT))
+    body[12] ^= 0xFF  # the first deflate block: corrupt at once
+    pieces = [bytes(body[:20]), bytes(body[20:40]), bytes(body[40:])]
+    rewriter = StreamRewriter("openai-chat", repair=["serialize"], encoding="gzip")
+    counting = rewriter._content = CountingDecoder(rewriter._content)
+    out = [piece for data in pieces for piece in rewriter.feed(data)] + rewriter.finish()
+    assert b"".join(out) == bytes(body)
+    assert rewriter.report()["decoding_error"]
+    assert counting.inputs == 1
