@@ -22,7 +22,7 @@ from toolcall_lens.watch import HELD_CHUNKS
 from .measure import quantile
 from .report import FINDINGS, heading, rate, table, version
 from .streams import FINGERPRINT_RE, chat_body, make_stream
-from .traffic import ADDON, ADDONS, HEADERS, cpu_seconds, post, start_mitmdump
+from .traffic import ADDON, ADDONS, HEADERS, children_cpu_seconds, cpu_seconds, post, start_mitmdump
 from .upstream import start_upstream
 
 
@@ -171,6 +171,7 @@ def bench_proxy(args) -> None:
             ("identity callable", ADDONS / "identity_stream.py"),
             ("floor callable", ADDONS / "floor_stream.py"),
             ("core callable", ADDONS / "core_stream.py"),
+            ("core off-process", ADDONS / "offproc_stream.py"),
         ):
             for source, port in (("upstream", upstream_port), ("provider", provider_port)):
                 process, listen = start_mitmdump(port, script, name=f"mitmdump {label} -> {source}")
@@ -215,12 +216,14 @@ def bench_proxy(args) -> None:
             heading(f"proxy: throughput, {title}")
             results: dict[str, list[tuple[float, int, float]]] = {}
             alone_runs: dict[str, list[float]] = {}
+            worker_cpu: dict[str, list[float]] = {}
             failures: list[str] = []
             targets = [
                 ("addon.py", proxies[("addon.py", source)]),
                 ("identity callable", proxies[("identity callable", source)]),
                 ("floor callable", proxies[("floor callable", source)]),
                 ("core callable", proxies[("core callable", source)]),
+                ("core off-process", proxies[("core off-process", source)]),
                 ("direct", (None, direct[source])),
             ]
             for _label, (_process, port) in targets:  # warm-up
@@ -229,8 +232,12 @@ def bench_proxy(args) -> None:
                 order = targets[round_ % len(targets) :] + targets[: round_ % len(targets)]
                 for label, (process, port) in order:
                     cpu0 = cpu_seconds(process.popen.pid) if process else 0.0
+                    worker0 = children_cpu_seconds(process.popen.pid) if process else 0.0
                     seconds, events, failed = throughput_run(port, bodies, clients, expected)
                     cpu = (cpu_seconds(process.popen.pid) - cpu0) if process else float("nan")
+                    if process and events:
+                        worker = children_cpu_seconds(process.popen.pid) - worker0
+                        worker_cpu.setdefault(label, []).append(worker / events * 1e6)
                     failures += failed
                     results.setdefault(label, []).append((seconds, events, cpu))
                 if source == "upstream":
@@ -271,6 +278,16 @@ def bench_proxy(args) -> None:
             )
             if failures:
                 print(f"FAILURES ({len(failures)}): {failures[:3]}")
+            off = "core off-process"
+            print(
+                f"{off}: the proxy's thread holds each chunk and ships it; the core runs in a worker process "
+                f"(scripts/bench/addons/offproc_stream.py), whose CPU is not in the proxy's column: "
+                f"{statistics.median(worker_cpu.get(off, [float('nan')])):.1f} us per event (median of the runs)."
+            )
+            FINDINGS[f"proxy/{source}/off-process"] = (
+                summary[off][0] / summary["identity callable"][0],
+                statistics.median(worker_cpu.get(off, [float("nan")])),
+            )
             if source == "upstream":
                 core_inside(summary, alone_runs)
             FINDINGS[f"proxy/{source}"] = (
@@ -337,4 +354,10 @@ def bench_proxy(args) -> None:
         print(
             f"garbage collection inside mitmdump with the core callable ({source}, every run above): "
             + (said[-1].removeprefix("core_stream gc: ") if said else "not reported")
+        )
+        process = proxies[("core off-process", source)][0]
+        said = [line for line in process.lines if line.startswith("offproc_stream: ")]
+        print(
+            f"core off-process ({source}): "
+            + (said[-1].removeprefix("offproc_stream: ") if said else "its worker's results not reported")
         )

@@ -49,6 +49,17 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time of the process's children (their threads, as ``cpu_seconds``): an addon's worker process."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    total += cpu_seconds(int(child))
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

@@ -3,6 +3,7 @@ prints every table. No timing assertions: the figures live in the benchmark's ow
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ HEADERS = (
     "== core: cost per event as parallel calls grow",
     "== core: memory of one accumulator",
     "== proxy: throughput, long streams",
+    "core off-process: the proxy's thread holds each chunk",
     "Added CPU per event inside mitmdump",
     "== proxy: throughput, short flows",
     "== proxy: latency added per event",
@@ -45,3 +47,9 @@ def test_bench_all_quick_prints_every_table():
     # Every contender rebuilt the generated calls (the floor rebuilds none and says "-").
     assert "WRONG" not in run.stdout
     assert "FAILURES" not in run.stdout
+    # The off-process reference proxy's worker answered every flow with a result holding its calls.
+    said = [line for line in run.stdout.splitlines() if line.startswith("core off-process (")]
+    assert len(said) == 2, said  # the long streams' proxy and the short flows'
+    for line in said:
+        results, calls = (int(n) for n in re.findall(r"(\d+) (?:results|tool calls)", line))
+        assert results > 0 and calls >= results, line
