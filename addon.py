@@ -22,7 +22,7 @@ import asyncio
 import fnmatch
 import logging
 import time  # tests patch the clock the watches read through this module
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
@@ -43,6 +43,7 @@ from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 from toolcall_lens.websocket import RewriteSocketWatch, WebSocketWatch
+from toolcall_lens.worker import AnalysisWorker
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -66,6 +67,8 @@ class ToolcallLens:
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
         # The OpenTelemetry export, when toolcall_lens_otlp_endpoint is set.
         self.otlp: SpanExport | None = None
+        # The worker process of toolcall_lens_worker, started at its first flow.
+        self.worker = AnalysisWorker()
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -128,7 +131,12 @@ class ToolcallLens:
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
         progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
         watch, skipped = open_watch(
-            flow, exchange.format, settings, keep_body=not own_copy, on_progress=progress
+            flow,
+            exchange.format,
+            settings,
+            keep_body=not own_copy,
+            on_progress=progress,
+            worker=self.worker if settings.worker else None,
         )
         if skipped is not None:
             logger.info(
@@ -139,11 +147,13 @@ class ToolcallLens:
         self.watches[flow.id] = watch
         flow.response.stream = watch
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         watch = self.watches.pop(flow.id, None)
         if watch is not None:
+            if isinstance(watch, StreamWatch) and watch.remote:
+                return self._finish_remote(flow, watch)  # mitmproxy awaits it; other flows go on meanwhile
             self._finish_stream(flow, watch)
-            return
+            return None
         exchange = self._classify(flow)
         if exchange is None or exchange.streamed:
             # Not ours (a gateway's HTML page), or a stream another addon answered or that bypassed the
@@ -165,14 +175,20 @@ class ToolcallLens:
             result = failure_result(exchange.format, describe(exc), streamed=False)
         self._annotate(flow, result)
 
-    def error(self, flow: http.HTTPFlow) -> None:
+    def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         # An upstream or client abort fires only this hook; the stream's own end marker says whether
         # the stream was complete (the sync openai SDK disconnects right after [DONE]).
         if self._settings().redact and flow.response is None:
             redact_credentials(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
+        if isinstance(watch, StreamWatch) and watch.remote:
+            return self._finish_remote(flow, watch, forget=True)
         if watch is not None:
             self._finish_stream(flow, watch)
+        self._forget(flow)
+        return None
+
+    def _forget(self, flow: http.HTTPFlow) -> None:
         self.echo_warnings.pop(flow.id, None)
         self.turn_facts.pop(flow.id, None)
 
@@ -225,6 +241,7 @@ class ToolcallLens:
             self._annotate_connection(flow, watch, settled)
 
     def done(self) -> None:
+        self.worker.stop()
         self.sockets.clear()
         self.watches.clear()
         self.echo_warnings.clear()
@@ -361,6 +378,17 @@ class ToolcallLens:
     def _progress(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         """A running stream's calls so far, on the flow, and mitmweb told to show them."""
         snapshot = watch.accumulator.snapshot()
+        if isinstance(snapshot, asyncio.Future):  # from the worker: shown when it comes, if still running
+
+            def show(answer: asyncio.Future) -> None:
+                if self.watches.get(flow.id) is watch and not answer.cancelled() and not answer.exception():
+                    self._show_progress(flow, answer.result())
+
+            snapshot.add_done_callback(show)
+            return
+        self._show_progress(flow, snapshot)
+
+    def _show_progress(self, flow: http.HTTPFlow, snapshot: dict | None) -> None:
         if snapshot is None:
             return
         flow.metadata["toolcall_lens_live"] = snapshot
@@ -483,7 +511,16 @@ class ToolcallLens:
             ctx.master.addons.trigger(hooks.UpdateHook(changed))
 
     def _finish_stream(self, flow: http.HTTPFlow, watch) -> None:
-        result, body = watch.finish()
+        self._finished(flow, watch, *watch.finish())
+
+    async def _finish_remote(self, flow: http.HTTPFlow, watch: StreamWatch, forget: bool = False) -> None:
+        """A stream analysed in the worker: annotated once its result is back."""
+        result, body = await watch.finish_remote()
+        self._finished(flow, watch, result, body)
+        if forget:
+            self._forget(flow)
+
+    def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
         if watch.body_cap and flow.response is not None:
             flow.response.raw_content = body
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read

@@ -58,6 +58,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("prices", str, "",
      ("A JSON price file, model name -> {input_mtok, output_mtok, cache_read_mtok, cache_write_mtok} (USD per "
       "million tokens), used before the genai-prices library's own prices for the models it names.")),
+    ("worker", bool, False,
+     ("Analyse HTTP streams in a worker process: the proxy's thread only hands each chunk on, and a flow's "
+      "end waits for its result there without stopping other flows. Rewritten streams and WebSocket "
+      "connections are analysed in the proxy as before.")),
     ("otlp_endpoint", str, "",
      ("Send one OpenTelemetry GenAI span per LLM response to this OTLP/HTTP collector (e.g. "
       "http://127.0.0.1:4318); empty: no export. Needs the 'otel' extra.")),
@@ -94,6 +98,7 @@ class Settings:
     otlp_endpoint: str
     otlp_headers: tuple[tuple[str, str], ...]
     otlp_content: bool
+    worker: bool
 
 
 def check_names(options) -> None:
@@ -181,4 +186,5 @@ def parse(options) -> Settings:
         otlp_endpoint=endpoint,
         otlp_headers=tuple(headers),
         otlp_content=get("otlp_content"),
+        worker=get("worker"),
     )

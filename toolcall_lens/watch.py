@@ -12,6 +12,8 @@ from accumulator.decoding import supported as encoding_supported
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from accumulator.rewrite.formats import skip_reason
 
+from .worker import FAILED, AnalysisWorker, RemoteAccumulator, remote_settings
+
 
 def describe(exc: BaseException) -> str:
     try:
@@ -26,13 +28,18 @@ def describe(exc: BaseException) -> str:
 # the time it arrived. In mitmproxy the batch is fed once the chunk that filled it is on its way (the
 # event loop's next turn), so no chunk waits for it. docs/performance.md has the figures.
 HELD_CHUNKS = 32
+# Shipped to the analysis worker (toolcall_lens_worker) four times fewer times: each write to its pipe
+# wakes it, and that costs the proxy's thread more than the bytes do. The end then waits for at most
+# this many chunks to be read there, a fraction of a millisecond.
+SHIPPED_CHUNKS = 128
 
 
 class StreamWatch:
     """The stream callable of one flow: feeds the accumulator, keeps the body, returns every chunk as is.
 
     It must never raise (mitmproxy would drop the chunk): a failure inside the analysis is recorded,
-    analysis of this flow stops, and the bytes keep flowing. Chunks are fed ``HELD_CHUNKS`` at a time,
+    analysis of this flow stops, and the bytes keep flowing. Chunks are fed ``HELD_CHUNKS`` at a time
+    (shipped ``SHIPPED_CHUNKS`` at a time to a worker),
     and before every live update and at the end, so that what the accumulator says is never behind.
     ``defer`` (the event loop's ``call_soon``) runs a full batch after the chunk that filled it has gone;
     without it the batch is fed at once.
@@ -40,6 +47,7 @@ class StreamWatch:
 
     __slots__ = (
         "accumulator",
+        "batch",
         "body_cap",
         "chunks",
         "defer",
@@ -51,6 +59,7 @@ class StreamWatch:
         "next_progress",
         "on_progress",
         "progress_every",
+        "remote",
         "rewrite_note",
         "seen",
     )
@@ -66,6 +75,9 @@ class StreamWatch:
         defer=None,
     ) -> None:
         self.accumulator = accumulator
+        # In the worker: fed by batches, shipped; its answers come later.
+        self.remote = isinstance(accumulator, RemoteAccumulator)
+        self.batch = SHIPPED_CHUNKS if self.remote else HELD_CHUNKS
         self.defer = defer
         self.on_progress = on_progress  # called with the watch, at most every ``progress_every`` seconds
         self.progress_every = progress_every
@@ -102,18 +114,22 @@ class StreamWatch:
                         else:  # the first chunk: the first update comes an interval later (none for
                             # a flow shorter than that, which would cost every addon a hook for nothing)
                             self.next_progress = now + self.progress_every
-                    elif len(held) >= HELD_CHUNKS:
+                    elif len(held) >= self.batch:
                         if self.defer is None:
                             self.feed_held()
-                        elif len(held) == HELD_CHUNKS:  # once: the batch goes on growing until it runs
+                        elif len(held) == self.batch:  # once: the batch goes on growing until it runs
                             self.defer(self._feed_later)
         except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
             self.failure = describe(exc)
         return chunk
 
     def feed_held(self) -> None:
-        """Feed the chunks held so far, each with its arrival time."""
+        """Feed the chunks held so far, each with its arrival time (to the worker: the batch, shipped)."""
         held, self.held = self.held, []
+        if self.remote:
+            if held:
+                self.accumulator.feed_batch(held)
+            return
         feed = self.accumulator.feed
         for chunk, now in held:
             feed(chunk, now)
@@ -130,14 +146,7 @@ class StreamWatch:
         """The result (None: not an LLM stream after all) and the kept body. Never raises."""
         try:
             if self.failure is None:
-                self.feed_held()  # a failure in it is the analysis failing: the except below
-                if self.seen > self.kept and self.body_cap:
-                    self.accumulator.note(
-                        "body-truncated",
-                        f"the flow keeps the first {self.kept} of {self.seen} bytes (toolcall_lens_body_cap)",
-                        kept=self.kept,
-                        seen=self.seen,
-                    )
+                self._last_feed()  # a failure in it is the analysis failing: the except below
                 result = self.accumulator.finish(time.time())
             else:
                 result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
@@ -146,6 +155,36 @@ class StreamWatch:
         except Exception as exc:  # noqa: BLE001
             result = failure_result(self._format_name(), describe(exc), nbytes=self.seen)
         return result, b"".join(self.chunks)
+
+    async def finish_remote(self) -> tuple[dict | None, bytes]:
+        """``finish`` for an accumulator in the worker: the result once the worker gives it. Never raises:
+        a fault in the worker's analysis, or a worker gone, is this flow's failure result."""
+        try:
+            if self.failure is None:
+                self._last_feed()
+                result, told = await self.accumulator.finish(time.time())
+                if result == FAILED:
+                    self.failure = told
+                elif told is not None:
+                    self.accumulator.format = told
+            if self.failure is not None:
+                result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
+            if result is not None and self.rewrite_note is not None:
+                result["rewrite"] = self.rewrite_note
+        except Exception as exc:  # noqa: BLE001
+            result = failure_result(self._format_name(), describe(exc), nbytes=self.seen)
+        return result, b"".join(self.chunks)
+
+    def _last_feed(self) -> None:
+        """Before the end: what is held, then the note of a body kept in part."""
+        self.feed_held()
+        if self.seen > self.kept and self.body_cap:
+            self.accumulator.note(
+                "body-truncated",
+                f"the flow keeps the first {self.kept} of {self.seen} bytes (toolcall_lens_body_cap)",
+                kept=self.kept,
+                seen=self.seen,
+            )
 
     def _format_name(self) -> str:
         return self.accumulator.format or self.format or "unknown"
@@ -264,23 +303,37 @@ def _note(format: str | None, skipped: list[dict]) -> dict:
     return {"format": format, "inject": [], "repair": [], "skipped": skipped}
 
 
-def open_watch(flow, format: str | None, settings, *, keep_body: bool = True, on_progress=None):
+def open_watch(
+    flow,
+    format: str | None,
+    settings,
+    *,
+    keep_body: bool = True,
+    on_progress=None,
+    worker: AnalysisWorker | None = None,
+):
     """The stream callable of a new LLM stream on ``flow`` (its response headers in): a StreamWatch, wrapped
     in a RewriteWatch when a rewrite asked for applies (the headers then fitted to the new body); and the
-    note of a rewrite that was asked for and does not apply (None otherwise), also put on the result."""
+    note of a rewrite that was asked for and does not apply (None otherwise), also put on the result.
+    With a ``worker`` (and an event loop), a stream that is not rewritten is analysed there."""
     headers = flow.response.headers
     # The clock the timing facts count from: when mitmproxy had the whole request.
     started = flow.request.timestamp_end or flow.request.timestamp_start
     request = flow.request.get_content(strict=False)
     encoding = headers.get("content-encoding", "")
-    upstream = StreamAccumulator(
-        format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits
-    )
-    inner = flow.response.stream if callable(flow.response.stream) else None
+    rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
     try:
         defer = asyncio.get_running_loop().call_soon
     except RuntimeError:  # no event loop (mitmproxy's test harness): batches are fed as they fill
         defer = None
+    upstream = None
+    if worker is not None and defer is not None and not rewrite:  # None: no worker to be had
+        upstream = worker.open(remote_settings(format, request, encoding or None, started, settings.limits))
+    if upstream is None:
+        upstream = StreamAccumulator(
+            format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits
+        )
+    inner = flow.response.stream if callable(flow.response.stream) else None
     watch = StreamWatch(
         upstream,
         format,
@@ -290,7 +343,6 @@ def open_watch(flow, format: str | None, settings, *, keep_body: bool = True, on
         settings.live_every,
         defer,
     )
-    rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
     watch.rewrite_note = note
     if not rewrite:
         return watch, note

@@ -1,6 +1,7 @@
 """Faults through a real mitmdump: each ends in a flow annotated with what happened, the client gets the
 upstream's bytes unchanged (their hashes agree), the proxy's memory stays at the caps, and the same proxy
-keeps serving. One mitmdump serves the whole module, as it would serve an agent all day."""
+keeps serving. One mitmdump serves the whole module, as it would serve an agent all day; the module runs
+twice, analysing in the proxy and in its worker process (toolcall_lens_worker), whose memory counts too."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ class Proxy:
         self.process, self.port, self.export = process, port, export
 
     def peak_rss(self) -> int:
-        """mitmdump's peak resident memory so far (VmHWM), in bytes."""
-        status = Path(f"/proc/{self.process.popen.pid}/status").read_text()
-        (line,) = [line for line in status.splitlines() if line.startswith("VmHWM:")]
-        return int(line.split()[1]) * 1024
+        """The peak resident memory so far (VmHWM) of mitmdump and of its analysis worker, in bytes."""
+        total = 0
+        for pid in (self.process.popen.pid, *children(self.process.popen.pid)):
+            status = Path(f"/proc/{pid}/status").read_text()
+            (line,) = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+            total += int(line.split()[1]) * 1024
+        return total
 
     def record(self, case: str, timeout: float = 60.0) -> dict:
         """The JSONL record of the flow whose URL names ``case``, once the addon has written it."""
@@ -65,15 +69,28 @@ class Proxy:
         assert calls == fake_provider.expected_calls("interleaved")
 
 
-@pytest.fixture(scope="module")
-def proxy(provider, tmp_path_factory):
+def children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["in-proxy", "worker"])
+def proxy(request, provider, tmp_path_factory):
     export = tmp_path_factory.mktemp("faults") / "flows.jsonl"
     process, port = start_mitmdump(
-        provider, None, f"toolcall_lens_jsonl={export}", f"toolcall_lens_body_cap={BODY_CAP}"
+        provider,
+        None,
+        f"toolcall_lens_jsonl={export}",
+        f"toolcall_lens_body_cap={BODY_CAP}",
+        f"toolcall_lens_worker={str(request.param).lower()}",
     )
     try:
         proxy = Proxy(process, port, export)
-        proxy.still_serving()  # warm: the baseline memory includes one ordinary flow
+        proxy.still_serving()  # warm: the baseline memory includes one ordinary flow (and the worker)
+        assert len(children(process.popen.pid)) == request.param  # the worker runs only when asked for
         yield proxy
     finally:
         process.stop()

@@ -1,0 +1,332 @@
+"""``toolcall_lens_worker``: the analysis in a worker process. Through a real mitmdump, every format's
+streams get the same results as analysed in the proxy, and the client the same bytes; a worker that dies
+mid-stream costs that flow its analysis (said on the flow), never a byte, and the next flow gets a new
+worker. Around the worker itself (``AnalysisWorker``, on an event loop of the test's own): live snapshots,
+a worker that stops answering, and one flow's fault, which stays that flow's."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import http.client
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import fake_provider as fp
+import pytest
+from lab import start_mitmdump
+from streams import call, choice, chunk, sse, tool_chunk
+
+from accumulator import StreamAccumulator
+from accumulator.limits import DEFAULT_LIMITS, Limits
+from toolcall_lens import worker as worker_module
+from toolcall_lens.watch import StreamWatch
+from toolcall_lens.worker import AnalysisWorker, WorkerGone, remote_settings
+
+SCENARIOS = ("interleaved", "sequential", "truncated", "error-midstream")
+
+
+def children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def send(port: int, format: str, scenario: str, case: str, **headers: str) -> tuple[bytes, str | None]:
+    """One streamed request: (the body the client got, the provider's hash of the body it sent)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    path = fp.path(format, scenario)
+    path += ("&" if "?" in path else "?") + f"case={case}"
+    sent = {"Content-Type": "application/json", **{k.replace("_", "-"): v for k, v in headers.items()}}
+    conn.request("POST", path, fp.request_body(format, scenario), sent)
+    response = conn.getresponse()
+    try:
+        body = response.read()
+    except http.client.IncompleteRead as cut:
+        body = cut.partial
+    conn.close()
+    return body, response.getheader("X-Body-SHA256")
+
+
+def records(path: Path) -> dict[str, dict]:
+    """The JSONL records by the case their URL names."""
+    out = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        out[record["url"].rsplit("case=", 1)[1]] = record
+    return out
+
+
+def comparable(result: dict) -> dict:
+    """A result without what differs from run to run: times, durations and the session's random id."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not k.endswith("_at") and k != "timing"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    result = strip(result)
+    if isinstance(result, dict):
+        result.get("session", {}).pop("id", None)
+    return result
+
+
+def test_every_format_gets_the_same_results_and_bytes_with_the_worker_as_without(provider, tmp_path):
+    cases = [(f, s, f"{f}/{s}", None) for f in fp.FORMATS for s in SCENARIOS]
+    cases += [
+        (f, "interleaved", f"{f}/{e}", e)
+        for f in ("openai-chat", "anthropic-messages")
+        for e in ("gzip", "br")
+    ]
+    seen = {}
+    bodies: dict[str, set[bytes]] = {}  # the client got the same bytes either way
+    for worker in (False, True):
+        export = tmp_path / f"worker-{worker}.jsonl"
+        process, port = start_mitmdump(
+            provider, None, f"toolcall_lens_jsonl={export}", f"toolcall_lens_worker={str(worker).lower()}"
+        )
+        try:
+            for format, scenario, case, encoding in cases:
+                body, digest = send(
+                    port, format, scenario, case, **({"X_Fake_Encoding": encoding} if encoding else {})
+                )
+                bodies.setdefault(case, set()).add(body)
+                if scenario in ("interleaved", "sequential"):  # the whole body as the provider sent it
+                    assert hashlib.sha256(body).hexdigest() == digest, case
+            assert len(children(process.popen.pid)) == worker
+        finally:
+            process.stop()
+        started = [line for line in process.lines if "analysis worker started" in line]
+        assert len(started) == worker, started  # one worker, started at the first flow, only when asked
+        seen[worker] = records(export)
+    assert all(len(got) == 1 for got in bodies.values())
+    assert len(seen[False]) == len(cases)
+    assert set(seen[True]) == set(seen[False])
+    for case, record in seen[False].items():
+        assert comparable(seen[True][case]["result"]) == comparable(record["result"]), case
+    # The cases tell something: calls rebuilt, an interleaving flagged, streams cut short.
+    assert seen[True]["openai-chat/interleaved"]["result"]["choices"][0]["tool_calls"]
+    assert not seen[True]["openai-chat/truncated"]["result"]["complete"]
+
+
+def test_a_worker_that_dies_mid_stream_costs_that_flow_its_analysis_not_a_byte(provider, tmp_path):
+    export = tmp_path / "flows.jsonl"
+    process, port = start_mitmdump(
+        provider, None, f"toolcall_lens_jsonl={export}", "toolcall_lens_worker=true"
+    )
+    try:
+        send(port, "openai-chat", "sequential", "first")  # starts the worker
+        (worker,) = children(process.popen.pid)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request(
+            "POST",
+            fp.path("openai-chat", "interleaved") + "?case=killed",
+            fp.request_body("openai-chat", "interleaved"),
+            {"Content-Type": "application/json", "X-Fake-Delay": "0.1"},
+        )
+        response = conn.getresponse()
+        head = response.read1(64)  # the stream is under way, its flow open in the worker
+        os.kill(worker, signal.SIGKILL)
+        body = head + response.read()
+        conn.close()
+        assert hashlib.sha256(body).hexdigest() == response.getheader("X-Body-SHA256")
+        killed_bytes = len(body)
+        process.wait_for(r"toolcall-lens POST .*case=killed")
+        body, digest = send(port, "openai-chat", "interleaved", "after")
+        assert hashlib.sha256(body).hexdigest() == digest
+        process.wait_for(r"toolcall-lens POST .*case=after")
+        assert children(process.popen.pid) not in ([], [worker])  # a new worker
+    finally:
+        process.stop()
+    found = records(export)
+    killed = found["killed"]["result"]
+    (warning,) = killed["warnings"]
+    assert warning["code"] == "internal-error" and "the analysis worker exited" in warning["message"]
+    assert killed["complete"] is False and killed["stats"]["bytes"] == killed_bytes
+    after = found["after"]["result"]
+    calls = [
+        {"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+        for c in after["choices"][0]["tool_calls"]
+    ]
+    assert calls == fp.expected_calls("interleaved")
+    assert len([line for line in process.lines if "analysis worker started" in line]) == 2
+    assert any("the analysis worker exited" in line for line in process.lines)
+
+
+# -- the worker on an event loop of the test's own -----------------------------------------------------------
+
+CHAT = sse(
+    tool_chunk(call(0, "call_a", "first", '{"a"'), call(1, "call_b", "second", '{"b"')),
+    tool_chunk(call(0, None, None, ": 1}"), call(1, None, None, ": 2}")),
+    chunk(choice(0, "tool_calls")),
+)
+
+
+def events(body: bytes) -> list[bytes]:
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event]
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+
+def test_a_stream_fed_through_the_worker_ends_as_it_does_in_the_proxy_and_shows_its_calls_while_it_runs():
+    async def go():
+        worker = AnalysisWorker()
+        try:
+            remote = worker.open(remote_settings("openai-chat", None, None, 100.0, DEFAULT_LIMITS))
+            local = StreamAccumulator("openai-chat", started_at=100.0)
+            pieces = events(CHAT)
+            watch = StreamWatch(remote, "openai-chat", 1 << 20)
+            for n, piece in enumerate(pieces[:2]):
+                watch.held.append((piece, 100.5 + n))
+                local.feed(piece, 100.5 + n)
+            watch.feed_held()
+            snapshot = await remote.snapshot()
+            assert snapshot == local.snapshot()
+            assert [c["name"] for c in snapshot["choices"][0]["tool_calls"]] == ["first", "second"]
+            for n, piece in enumerate(pieces[2:], 2):
+                watch.held.append((piece, 100.5 + n))
+                local.feed(piece, 100.5 + n)
+            result, _ = await watch.finish_remote()
+            expected = local.finish(time.time())
+            assert comparable(result) == comparable(expected)
+            assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a": 1}', '{"b": 2}']
+        finally:
+            worker.stop()
+
+    run(go())
+
+
+def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
+    monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
+
+    async def go():
+        worker = AnalysisWorker()
+        try:
+            remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+            stuck = worker.process
+            os.kill(stuck.pid, signal.SIGSTOP)
+            watch = StreamWatch(remote, "openai-chat", 0)
+            watch.held.append((CHAT, 1.0))
+            result, _ = await watch.finish_remote()
+            (warning,) = result["warnings"]
+            assert warning["code"] == "internal-error"
+            assert "gave no answer in 0.5 s and was stopped" in warning["message"]
+            assert stuck.poll() is not None  # killed, not left behind
+            again = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+            assert worker.process is not stuck and worker.started == 2
+            watch = StreamWatch(again, "openai-chat", 0)
+            watch.held.append((CHAT, 1.0))
+            result, _ = await watch.finish_remote()
+            assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        finally:
+            worker.stop()
+
+    run(go())
+
+
+def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
+    async def go():
+        worker = AnalysisWorker()
+        try:
+            good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+            bad_limits = remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS)
+            bad_limits["limits"]["strategies"] = ("no-such-strategy",)  # the worker's Limits refuses it
+            bad = worker.open(bad_limits)
+            for remote in (good, bad):
+                remote.feed_batch([(CHAT, 1.0)])
+            failed, told = await bad.finish(2.0)
+            assert failed == worker_module.FAILED and "no-such-strategy" in told
+            result, format = await good.finish(2.0)
+            assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
+            with pytest.raises(WorkerGone):
+                worker.stop()
+                worker.send(good.key, worker_module.FEED, [])
+        finally:
+            worker.stop()
+
+    run(go())
+
+
+def test_the_worker_rebuilds_limits_and_the_request_as_given():
+    # The worker's accumulator is the one the proxy would have built: its caps, strategies and request.
+    async def go():
+        worker = AnalysisWorker()
+        try:
+            limits = Limits(max_argument_chars=3, strategies=("recency",))
+            request = json.dumps({"model": "m", "stream": True, "parallel_tool_calls": False}).encode()
+            remote = worker.open(remote_settings("openai-chat", request, None, None, limits))
+            remote.feed_batch([(CHAT, 1.0)])
+            result, _ = await remote.finish(2.0)
+            assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a', '{"b']
+            assert "arguments-cap" in [w["code"] for w in result["warnings"]]
+            assert set(result["compatibility"]) == {"recency"}
+            assert "parallel-disabled" in [w["code"] for w in result["warnings"]]  # the request was read
+        finally:
+            worker.stop()
+
+    run(go())
+
+
+# -- the addon's hooks with the worker, on an event loop (mitmproxy's test harness, a loop of the test's own) --
+
+
+def test_the_addons_hooks_with_the_worker_show_progress_and_annotate_the_flow_when_the_result_comes(
+    monkeypatch,
+):
+    from mitmproxy.test import taddons
+
+    import addon as addon_module
+    from accumulator import analyze
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "frontdoors"))
+    from test_addon import PRODUCTION, REQUEST, llm_flow, pieces
+
+    clock = iter(1000.0 + 0.01 * n for n in range(100_000))
+    monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
+    lens = addon_module.ToolcallLens()
+
+    async def go():
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_live_updates=4, toolcall_lens_worker=True)
+            flow = llm_flow()
+            lens.responseheaders(flow)
+            assert flow.response.stream.remote and lens.worker.alive
+            shown = []
+            for piece in pieces(PRODUCTION, 7):
+                assert flow.response.stream(piece) is piece
+                await asyncio.sleep(0.002)  # the loop's turns: a batch shipped, answers read
+                live = flow.metadata.get("toolcall_lens_live")
+                if live is not None and (not shown or shown[-1] is not live):
+                    shown.append(live)
+            assert flow.response.stream(b"") == b""
+            pending = lens.response(flow)
+            assert asyncio.iscoroutine(pending)  # mitmproxy awaits it, serving other flows meanwhile
+            assert "toolcall_lens" not in flow.metadata  # nothing before the worker answers
+            await pending
+            lens.done()
+            assert not lens.worker.alive
+        return flow, shown
+
+    flow, shown = asyncio.run(asyncio.wait_for(go(), 60))
+    # Progress came from the worker while the stream ran: the bytes read so far, then the calls.
+    assert len(shown) > 3 and [s["bytes"] for s in shown] == sorted(s["bytes"] for s in shown)
+    assert [c["name"] for c in shown[-1]["choices"][0]["tool_calls"]] == [
+        "search_circulars",
+        "get_user_profile",
+    ]
+    assert "toolcall_lens_live" not in flow.metadata
+    result, expected = flow.metadata["toolcall_lens"], analyze(PRODUCTION, request=REQUEST)
+    for key in ("choices", "compatibility", "complete", "format", "model"):
+        assert comparable(result[key]) == comparable(expected[key]), key
+    assert [w["code"] for w in result["warnings"]] == [w["code"] for w in expected["warnings"]]
+    assert flow.response.raw_content == PRODUCTION
+    assert flow.comment.startswith("openai-chat gpt-test") and flow.marked
