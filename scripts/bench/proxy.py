@@ -166,15 +166,18 @@ def bench_proxy(args) -> None:
         upstream, upstream_port = start_upstream()
         stack.callback(upstream.stop)
         proxies = {}
-        for label, script in (
-            ("addon.py", ADDON),
-            ("identity callable", ADDONS / "identity_stream.py"),
-            ("floor callable", ADDONS / "floor_stream.py"),
-            ("core callable", ADDONS / "core_stream.py"),
-            ("core off-process", ADDONS / "offproc_stream.py"),
+        for label, script, options in (
+            ("addon.py", ADDON, ()),
+            ("addon.py, worker", ADDON, ("toolcall_lens_worker=true",)),
+            ("identity callable", ADDONS / "identity_stream.py", ()),
+            ("floor callable", ADDONS / "floor_stream.py", ()),
+            ("core callable", ADDONS / "core_stream.py", ()),
+            ("core off-process", ADDONS / "offproc_stream.py", ()),
         ):
             for source, port in (("upstream", upstream_port), ("provider", provider_port)):
-                process, listen = start_mitmdump(port, script, name=f"mitmdump {label} -> {source}")
+                process, listen = start_mitmdump(
+                    port, script, name=f"mitmdump {label} -> {source}", options=options
+                )
                 stack.callback(process.stop)
                 proxies[(label, source)] = (process, listen)
         direct = {"upstream": upstream_port, "provider": provider_port}
@@ -220,6 +223,7 @@ def bench_proxy(args) -> None:
             failures: list[str] = []
             targets = [
                 ("addon.py", proxies[("addon.py", source)]),
+                ("addon.py, worker", proxies[("addon.py, worker", source)]),
                 ("identity callable", proxies[("identity callable", source)]),
                 ("floor callable", proxies[("floor callable", source)]),
                 ("core callable", proxies[("core callable", source)]),
@@ -278,15 +282,17 @@ def bench_proxy(args) -> None:
             )
             if failures:
                 print(f"FAILURES ({len(failures)}): {failures[:3]}")
-            off = "core off-process"
-            print(
-                f"{off}: the proxy's thread holds each chunk and ships it; the core runs in a worker process "
-                f"(scripts/bench/addons/offproc_stream.py), whose CPU is not in the proxy's column: "
-                f"{statistics.median(worker_cpu.get(off, [float('nan')])):.1f} us per event (median of the runs)."
-            )
-            FINDINGS[f"proxy/{source}/off-process"] = (
-                summary[off][0] / summary["identity callable"][0],
-                statistics.median(worker_cpu.get(off, [float("nan")])),
+            for off, what in (
+                ("addon.py, worker", "addon.py with toolcall_lens_worker=true"),
+                ("core off-process", "the bare core (scripts/bench/addons/offproc_stream.py)"),
+            ):
+                print(
+                    f"{off}: {what}: the proxy's thread holds each chunk and ships it, the analysis runs in a "
+                    f"worker process, whose CPU is not in the proxy's column: "
+                    f"{statistics.median(worker_cpu.get(off, [float('nan')])):.1f} us per event (median of the runs)."
+                )
+            FINDINGS[f"proxy/{source}/worker"] = (
+                summary["addon.py, worker"][0] / summary["identity callable"][0]
             )
             if source == "upstream":
                 core_inside(summary, alone_runs)

@@ -61,6 +61,13 @@ def print_targets() -> None:
             )
         else:
             add(f"through mitmdump: >= 90% of identity throughput ({label})", "-", None)
+        worker = FINDINGS.get(f"proxy/{source}/worker")
+        if worker is not None:
+            add(
+                f"through mitmdump, toolcall_lens_worker=true: >= 90% of the identity callable's ({label})",
+                f"{worker * 100:.0f}%",
+                worker >= 0.9,
+            )
     inside = FINDINGS.get("core inside")
     if inside:
         added, alone, _busy, cold = inside

@@ -13,10 +13,12 @@ ADDONS = Path(__file__).resolve().parent / "addons"
 ADDON = Path(__file__).resolve().parents[2] / "addon.py"
 
 
-def start_mitmdump(upstream_port: int | None, *scripts: Path, name: str = "mitmdump"):
+def start_mitmdump(
+    upstream_port: int | None, *scripts: Path, name: str = "mitmdump", options: tuple[str, ...] = ()
+):
     """mitmdump in reverse mode in front of 127.0.0.1:``upstream_port`` (None: a regular proxy), with the
-    scripts given."""
-    return start_proxy(proxy_argv(upstream_port, scripts=scripts), name)
+    scripts given and each of ``options`` as a ``--set``."""
+    return start_proxy(proxy_argv(upstream_port, *options, scripts=scripts), name)
 
 
 HEADERS = {
