@@ -144,21 +144,19 @@ class StreamWatch:
 
     def finish(self) -> tuple[dict | None, bytes]:
         """The result (None: not an LLM stream after all) and the kept body. Never raises."""
+        result = None
         try:
             if self.failure is None:
                 self._last_feed()  # a failure in it is the analysis failing: the except below
                 result = self.accumulator.finish(time.time())
-            else:
-                result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
-            if result is not None and self.rewrite_note is not None:
-                result["rewrite"] = self.rewrite_note
         except Exception as exc:  # noqa: BLE001
-            result = failure_result(self._format_name(), describe(exc), nbytes=self.seen)
-        return result, b"".join(self.chunks)
+            self.failure = describe(exc)
+        return self._ended(result)
 
     async def finish_remote(self) -> tuple[dict | None, bytes]:
         """``finish`` for an accumulator in the worker: the result once the worker gives it. Never raises:
         a fault in the worker's analysis, or a worker gone, is this flow's failure result."""
+        result = None
         try:
             if self.failure is None:
                 self._last_feed()
@@ -167,12 +165,17 @@ class StreamWatch:
                     self.failure = told
                 elif told is not None:
                     self.accumulator.format = told
-            if self.failure is not None:
-                result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
-            if result is not None and self.rewrite_note is not None:
-                result["rewrite"] = self.rewrite_note
         except Exception as exc:  # noqa: BLE001
-            result = failure_result(self._format_name(), describe(exc), nbytes=self.seen)
+            self.failure = describe(exc)
+        return self._ended(result)
+
+    def _ended(self, result: dict | None) -> tuple[dict | None, bytes]:
+        """The flow's result (a failure's in its place), with the note of a rewrite that did not apply;
+        and the kept body."""
+        if self.failure is not None:
+            result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
+        if result is not None and self.rewrite_note is not None:
+            result["rewrite"] = self.rewrite_note
         return result, b"".join(self.chunks)
 
     def _last_feed(self) -> None:

@@ -173,107 +173,100 @@ def events(body: bytes) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event]
 
 
-def run(coroutine):
-    return asyncio.run(asyncio.wait_for(coroutine, 60))
+def with_worker(test) -> None:
+    """Run ``async test(worker)`` on an event loop of its own, with a worker stopped at the end."""
 
-
-def test_a_stream_fed_through_the_worker_ends_as_it_does_in_the_proxy_and_shows_its_calls_while_it_runs():
     async def go():
         worker = AnalysisWorker()
         try:
-            remote = worker.open(remote_settings("openai-chat", None, None, 100.0, DEFAULT_LIMITS))
-            local = StreamAccumulator("openai-chat", started_at=100.0)
-            pieces = events(CHAT)
-            watch = StreamWatch(remote, "openai-chat", 1 << 20)
-            for n, piece in enumerate(pieces[:2]):
-                watch.held.append((piece, 100.5 + n))
-                local.feed(piece, 100.5 + n)
-            watch.feed_held()
-            snapshot = await remote.snapshot()
-            assert snapshot == local.snapshot()
-            assert [c["name"] for c in snapshot["choices"][0]["tool_calls"]] == ["first", "second"]
-            for n, piece in enumerate(pieces[2:], 2):
-                watch.held.append((piece, 100.5 + n))
-                local.feed(piece, 100.5 + n)
-            result, _ = await watch.finish_remote()
-            expected = local.finish(time.time())
-            assert comparable(result) == comparable(expected)
-            assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a": 1}', '{"b": 2}']
+            await test(worker)
         finally:
             worker.stop()
 
-    run(go())
+    asyncio.run(asyncio.wait_for(go(), 60))
+
+
+def test_a_stream_fed_through_the_worker_ends_as_it_does_in_the_proxy_and_shows_its_calls_while_it_runs():
+    async def go(worker):
+        remote = worker.open(remote_settings("openai-chat", None, None, 100.0, DEFAULT_LIMITS))
+        local = StreamAccumulator("openai-chat", started_at=100.0)
+        pieces = events(CHAT)
+        watch = StreamWatch(remote, "openai-chat", 1 << 20)
+        for n, piece in enumerate(pieces[:2]):
+            watch.held.append((piece, 100.5 + n))
+            local.feed(piece, 100.5 + n)
+        watch.feed_held()
+        snapshot = await remote.snapshot()
+        assert snapshot == local.snapshot()
+        assert [c["name"] for c in snapshot["choices"][0]["tool_calls"]] == ["first", "second"]
+        for n, piece in enumerate(pieces[2:], 2):
+            watch.held.append((piece, 100.5 + n))
+            local.feed(piece, 100.5 + n)
+        result, _ = await watch.finish_remote()
+        expected = local.finish(time.time())
+        assert comparable(result) == comparable(expected)
+        assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a": 1}', '{"b": 2}']
+
+    with_worker(go)
 
 
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
-    async def go():
-        worker = AnalysisWorker()
-        try:
-            remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
-            stuck = worker.process
-            os.kill(stuck.pid, signal.SIGSTOP)
-            watch = StreamWatch(remote, "openai-chat", 0)
-            watch.held.append((CHAT, 1.0))
-            result, _ = await watch.finish_remote()
-            (warning,) = result["warnings"]
-            assert warning["code"] == "internal-error"
-            assert "gave no answer in 0.5 s and was stopped" in warning["message"]
-            assert stuck.poll() is not None  # killed, not left behind
-            again = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
-            assert worker.process is not stuck and worker.started == 2
-            watch = StreamWatch(again, "openai-chat", 0)
-            watch.held.append((CHAT, 1.0))
-            result, _ = await watch.finish_remote()
-            assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
-        finally:
-            worker.stop()
+    async def go(worker):
+        remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        stuck = worker.process
+        os.kill(stuck.pid, signal.SIGSTOP)
+        watch = StreamWatch(remote, "openai-chat", 0)
+        watch.held.append((CHAT, 1.0))
+        result, _ = await watch.finish_remote()
+        (warning,) = result["warnings"]
+        assert warning["code"] == "internal-error"
+        assert "gave no answer in 0.5 s and was stopped" in warning["message"]
+        assert stuck.poll() is not None  # killed, not left behind
+        again = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        assert worker.process is not stuck and worker.started == 2
+        watch = StreamWatch(again, "openai-chat", 0)
+        watch.held.append((CHAT, 1.0))
+        result, _ = await watch.finish_remote()
+        assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
 
-    run(go())
+    with_worker(go)
 
 
 def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
-    async def go():
-        worker = AnalysisWorker()
-        try:
-            good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
-            bad_limits = remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS)
-            bad_limits["limits"]["strategies"] = ("no-such-strategy",)  # the worker's Limits refuses it
-            bad = worker.open(bad_limits)
-            for remote in (good, bad):
-                remote.feed_batch([(CHAT, 1.0)])
-            failed, told = await bad.finish(2.0)
-            assert failed == worker_module.FAILED and "no-such-strategy" in told
-            result, format = await good.finish(2.0)
-            assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
-            with pytest.raises(WorkerGone):
-                worker.stop()
-                worker.send(good.key, worker_module.FEED, [])
-        finally:
+    async def go(worker):
+        good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        bad_limits = remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS)
+        bad_limits["limits"]["strategies"] = ("no-such-strategy",)  # the worker's Limits refuses it
+        bad = worker.open(bad_limits)
+        for remote in (good, bad):
+            remote.feed_batch([(CHAT, 1.0)])
+        failed, told = await bad.finish(2.0)
+        assert failed == worker_module.FAILED and "no-such-strategy" in told
+        result, format = await good.finish(2.0)
+        assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
+        with pytest.raises(WorkerGone):
             worker.stop()
+            worker.send(good.key, worker_module.FEED, [])
 
-    run(go())
+    with_worker(go)
 
 
 def test_the_worker_rebuilds_limits_and_the_request_as_given():
     # The worker's accumulator is the one the proxy would have built: its caps, strategies and request.
-    async def go():
-        worker = AnalysisWorker()
-        try:
-            limits = Limits(max_argument_chars=3, strategies=("recency",))
-            request = json.dumps({"model": "m", "stream": True, "parallel_tool_calls": False}).encode()
-            remote = worker.open(remote_settings("openai-chat", request, None, None, limits))
-            remote.feed_batch([(CHAT, 1.0)])
-            result, _ = await remote.finish(2.0)
-            assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a', '{"b']
-            assert "arguments-cap" in [w["code"] for w in result["warnings"]]
-            assert set(result["compatibility"]) == {"recency"}
-            assert "parallel-disabled" in [w["code"] for w in result["warnings"]]  # the request was read
-        finally:
-            worker.stop()
+    async def go(worker):
+        limits = Limits(max_argument_chars=3, strategies=("recency",))
+        request = json.dumps({"model": "m", "stream": True, "parallel_tool_calls": False}).encode()
+        remote = worker.open(remote_settings("openai-chat", request, None, None, limits))
+        remote.feed_batch([(CHAT, 1.0)])
+        result, _ = await remote.finish(2.0)
+        assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a', '{"b']
+        assert "arguments-cap" in [w["code"] for w in result["warnings"]]
+        assert set(result["compatibility"]) == {"recency"}
+        assert "parallel-disabled" in [w["code"] for w in result["warnings"]]  # the request was read
 
-    run(go())
+    with_worker(go)
 
 
 # -- the addon's hooks with the worker, on an event loop (mitmproxy's test harness, a loop of the test's own) --
