@@ -197,9 +197,6 @@ class WarningLog:
             details = {k: v for k, v in item.items() if k not in ("code", "severity", "message")}
             self.add(item["code"], item["message"], **details)
 
-    def has(self, code: str) -> bool:
-        return code in self._per_code
-
     def to_list(self) -> list[dict]:
         return list(self._items)
 

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from streams import ROOT
+from streams import ROOT, warning
 
 from accumulator import FORMATS, analyze, analyze_message, classify, formats
 from accumulator.formats.base import FRAMINGS, JsonDialect, WireFormat
@@ -76,12 +76,10 @@ class _EchoDialect(JsonDialect):
     empty_arguments = "{}"
     fragments = False
 
-    def ops(self, event, number):
-        import orjson
-
+    def obj_ops(self, obj, kind, number):
+        # The payload read by JsonDialect.ops, as a new format's dialect needs no more.
         from accumulator.ops import StreamEnd, ToolCallDelta
 
-        obj = orjson.loads(event.data)
         if obj.get("end"):
             return [StreamEnd(number)]
         return [ToolCallDelta(number, 0, obj.get("id"), None, obj["call"], obj.get("args"), whole=True)]
@@ -108,7 +106,7 @@ def test_a_new_format_is_one_module_registered(monkeypatch):
     monkeypatch.setattr(
         formats, "_PATHS", formats._PATHS + tuple((p, wire.name, a) for p, a in wire.compiled_paths)
     )
-    body = b'{"call": "lookup", "id": "c1", "args": {"q": 1}}\n{"call": "fetch", "id": "c2", "args": {}}\n{"end": true}\n'
+    body = b'{"call": "lookup", "id": "c1", "args": {"q": 1}}\n{"call": "fetch", "id": "c2", "args": {}}\n[1]\n{"end": true}\n'
     exchange = classify(path="/echo/v1/lines", content_type="application/x-ndjson")
     assert (exchange.kind, exchange.format) == ("stream", "echo-lines")
     result = analyze(body, None, request={"echo_tools": ["lookup"]})
@@ -117,7 +115,10 @@ def test_a_new_format_is_one_module_registered(monkeypatch):
         ("lookup", '{"q":1}'),
         ("fetch", "{}"),
     ]
-    assert [w["code"] for w in result["warnings"]] == ["undeclared-tool"]  # fetch: its request reader spoke
+    # fetch: its request reader spoke; the third line is no JSON object, which the base dialect says
+    assert [w["code"] for w in result["warnings"]] == ["malformed-event", "undeclared-tool"]
+    assert warning(result, "malformed-event")["event"] == 3
+    assert [c["first_event"] for c in result["choices"][0]["tool_calls"]] == [1, 2]
     assert result["compatibility"]["recency"]["verdict"] == "n/a"  # whole calls: nothing to route
     assert supported("echo-lines") == {"rechunk"}  # no reorder keys, no edits: only bytes can be cut
 
