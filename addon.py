@@ -182,7 +182,8 @@ class ToolcallLens:
             redact_credentials(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
         if isinstance(watch, StreamWatch) and watch.remote:
-            return self._finish_remote(flow, watch, forget=True)
+            # Its state goes with its annotation: a flow with a watch has a format, so it gets a result.
+            return self._finish_remote(flow, watch)
         if watch is not None:
             self._finish_stream(flow, watch)
         self._forget(flow)
@@ -513,12 +514,10 @@ class ToolcallLens:
     def _finish_stream(self, flow: http.HTTPFlow, watch) -> None:
         self._finished(flow, watch, *watch.finish())
 
-    async def _finish_remote(self, flow: http.HTTPFlow, watch: StreamWatch, forget: bool = False) -> None:
+    async def _finish_remote(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         """A stream analysed in the worker: annotated once its result is back."""
         result, body = await watch.finish_remote()
         self._finished(flow, watch, result, body)
-        if forget:
-            self._forget(flow)
 
     def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
         if watch.body_cap and flow.response is not None:

@@ -282,11 +282,21 @@ def test_chunks_fed_in_batches_keep_each_ones_arrival_time(lens, monkeypatch):
     assert [c["last_at"] for c in result["choices"][0]["tool_calls"]] != [None, None]
 
 
+class Updates:
+    """Records the flows mitmweb is told to show again (the update hook)."""
+
+    def __init__(self) -> None:
+        self.flows: list = []
+
+    def update(self, flows) -> None:
+        self.flows += flows
+
+
 def test_a_live_update_sees_every_chunk_that_came(monkeypatch):
     clock = iter(1000.0 + 0.01 * n for n in range(10_000))
     monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens) as tctx:
+    lens, updates = addon_module.ToolcallLens(), Updates()
+    with taddons.context(lens, updates) as tctx:
         tctx.configure(lens, toolcall_lens_live_updates=4)  # every 0.25 s: every 25th chunk here
         flow = llm_flow()
         lens.responseheaders(flow)
@@ -302,6 +312,7 @@ def test_a_live_update_sees_every_chunk_that_came(monkeypatch):
         lens.response(flow)
     assert len(seen) > 3
     assert all(nbytes == min(3 * n, len(PRODUCTION)) for n, nbytes in seen), seen
+    assert updates.flows == [flow] * len(seen)  # mitmweb told to show each update
     # What the flow list shows meanwhile: the events so far, then the calls by name as they appear.
     assert comments[0] == "openai-chat ?: streaming, 0 events"  # no event read yet: no model either
     assert re.fullmatch(
@@ -596,6 +607,7 @@ def test_echo_state_is_released_however_the_flow_ends(lens, end):
         lens.response(follow_up)
         assert "toolcall_lens" not in follow_up.metadata
     assert lens.echo_warnings == {}
+    assert lens.turn_facts == {}  # what its request said of its session, too
 
 
 def test_index_size_option_bounds_the_index(lens):
@@ -729,13 +741,6 @@ def test_a_whole_message_is_read_with_its_request_even_under_a_wrong_content_enc
 
 def test_each_earlier_flow_in_the_view_is_linked_and_mitmweb_told_even_when_another_is_gone():
     from mitmproxy.addons.view import View
-
-    class Updates:
-        def __init__(self):
-            self.flows = []
-
-        def update(self, flows):
-            self.flows += flows
 
     lens, view, updates = addon_module.ToolcallLens(), View(), Updates()
     with taddons.context(lens, view, updates):

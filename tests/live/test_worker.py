@@ -18,9 +18,11 @@ from pathlib import Path
 import fake_provider as fp
 import pytest
 from lab import start_mitmdump
+from mitmproxy.test import taddons
 from streams import call, choice, chunk, sse, tool_chunk
 
-from accumulator import StreamAccumulator
+import addon as addon_module
+from accumulator import StreamAccumulator, analyze
 from accumulator.limits import DEFAULT_LIMITS, Limits
 from toolcall_lens import worker as worker_module
 from toolcall_lens.watch import StreamWatch
@@ -269,18 +271,18 @@ def test_the_worker_rebuilds_limits_and_the_request_as_given():
     with_worker(go)
 
 
+@pytest.fixture(autouse=True)
+def _frontdoor_helpers(monkeypatch):
+    # The addon's tests' flows and streams (tests/frontdoors/test_addon.py), for the tests of its hooks here.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "frontdoors"))
+
+
 # -- the addon's hooks with the worker, on an event loop (mitmproxy's test harness, a loop of the test's own) --
 
 
 def test_the_addons_hooks_with_the_worker_show_progress_and_annotate_the_flow_when_the_result_comes(
     monkeypatch,
 ):
-    from mitmproxy.test import taddons
-
-    import addon as addon_module
-    from accumulator import analyze
-
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "frontdoors"))
     from test_addon import PRODUCTION, REQUEST, llm_flow, pieces
 
     clock = iter(1000.0 + 0.01 * n for n in range(100_000))
@@ -323,3 +325,39 @@ def test_the_addons_hooks_with_the_worker_show_progress_and_annotate_the_flow_wh
     assert [w["code"] for w in result["warnings"]] == [w["code"] for w in expected["warnings"]]
     assert flow.response.raw_content == PRODUCTION
     assert flow.comment.startswith("openai-chat gpt-test") and flow.marked
+
+
+def test_a_live_update_pending_when_the_worker_dies_is_dropped_without_an_error(monkeypatch):
+    # The snapshot asked for never comes: the flow goes on, and no callback fails on the loop.
+    from test_addon import PRODUCTION, llm_flow, pieces
+
+    clock = iter(1000.0 + 0.01 * n for n in range(100_000))
+    monkeypatch.setattr(addon_module.time, "time", lambda: next(clock))
+    lens = addon_module.ToolcallLens()
+    errors = []
+
+    async def go():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: errors.append(context))
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_live_updates=4, toolcall_lens_worker=True)
+            flow = llm_flow()
+            lens.responseheaders(flow)
+            worker = lens.worker.process
+            os.kill(worker.pid, signal.SIGSTOP)  # it takes the messages in and answers none
+            for piece in pieces(PRODUCTION, 7)[:60]:  # live updates asked for, none answered
+                flow.response.stream(piece)
+                await asyncio.sleep(0)
+            assert any(lens.worker._waiting.values())
+            os.kill(worker.pid, signal.SIGKILL)
+            while lens.worker.alive:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # the loop runs the callbacks of the answers that never came
+            assert "toolcall_lens_live" not in flow.metadata
+            await lens.error(flow)
+            lens.done()
+        return flow
+
+    flow = asyncio.run(asyncio.wait_for(go(), 60))
+    assert errors == []
+    (warning,) = flow.metadata["toolcall_lens"]["warnings"]
+    assert warning["code"] == "internal-error" and "the analysis worker exited" in warning["message"]
