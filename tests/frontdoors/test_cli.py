@@ -494,6 +494,7 @@ def test_a_websocket_flow_the_addon_recorded_is_re_analysed_unless_it_was_trimme
     record["connection"]["trimmed"] = 12
     record["responses"][1]["warnings"].append({"code": "stalled", "severity": "info", "message": "live only"})
     ws.websocket.messages = ws.websocket.messages[12:]
+    ws.request.timestamp_start = 946684700.0  # the upgrade, 100 s before the first message
     _write(dump, ws)
     assert main([str(dump), "--json", "--strategies", "none"]) == 1
     results = json.loads(capsys.readouterr().out)["results"]
@@ -501,6 +502,8 @@ def test_a_websocket_flow_the_addon_recorded_is_re_analysed_unless_it_was_trimme
     assert [w["code"] for w in results[1]["warnings"]] == ["recency-misroute", "unanswered-call", "stalled"]
     assert results[1]["source"]["timing"].startswith("recorded live by the addon, as it is: 12 message(s)")
     assert results[2]["source"]["time"] == "2000-01-01T00:00:12+00:00"  # message 13: the first one kept
+    # Response 1's messages are all gone: its time is the connection's start.
+    assert results[0]["source"]["time"] == "1999-12-31T23:58:20+00:00"
 
 
 @pytest.mark.parametrize("format", ["openai-responses", "openai-realtime", "gemini-live"])

@@ -217,6 +217,27 @@ def test_the_cli_sends_a_dumps_spans_at_the_flows_own_times(lens, tmp_path, caps
     assert main([str(dump), "--otlp", "127.0.0.1:4318"]) == 2
 
 
+def test_the_cli_starts_the_span_of_a_response_whose_messages_were_trimmed_at_the_connections_start(
+    tmp_path, capsys
+):
+    # _response_times: no stored message tells when response 1 began; the connection's start does.
+    from mitmproxy import io as mio
+    from websocket_messages import recorded_flow
+
+    ws = recorded_flow(12, keep=slice(12, None))
+    ws.request.timestamp_start = 946684700.0
+    dump = tmp_path / "trimmed.flows"
+    with dump.open("wb") as file:
+        mio.FlowWriter(file).add(ws)
+    with Receiver() as receiver:
+        assert main([str(dump), "--json", "--otlp", receiver.url]) == 1
+        spans = receiver.wait_for(3)
+    capsys.readouterr()
+    starts = sorted(s["startTimeUnixNano"] for s in spans if s["name"].startswith("chat"))
+    assert starts[0] == int(946684700.0 * 1e9)  # response 1: the connection's start, not the export's
+    assert starts[-1] == int((946684800.0 + 12) * 1e9)  # response 3: message 13, the first one kept
+
+
 def test_the_mapping_without_a_session_a_usage_or_a_model():
     from accumulator import analyze
 
