@@ -57,3 +57,21 @@ def test_an_orphan_is_warned_on_its_choice_with_the_indices_it_named_or_why_none
             {"choice": 1, "count": 1, "events": [3], "indices": [], "arguments": "y"},
         )
     ]
+
+
+def test_warnings_added_later_count_on_top_of_those_the_result_already_suppressed():
+    # WarningLog.of_4, _5: the count a result carries is kept and added to, never replaced or taken from
+    from accumulator.result import add_warnings
+    from accumulator.warnings import MAX_PER_CODE
+
+    body = b"data: {not json\n\n" * (MAX_PER_CODE + 5) + sse(chunk(choice(0, "stop")))
+    result = analyze(body, "openai-chat")
+    before = result["stats"]["warnings_suppressed"]
+    assert before == 5  # more malformed events than a code keeps
+    echoed = [
+        {"code": "unanswered-call", "severity": "warning", "message": f"call {n}", "ids": [str(n)]}
+        for n in range(MAX_PER_CODE + 3)
+    ]
+    add_warnings(result, echoed)
+    assert [w["code"] for w in result["warnings"]].count("unanswered-call") == MAX_PER_CODE
+    assert result["stats"]["warnings_suppressed"] == before + 3

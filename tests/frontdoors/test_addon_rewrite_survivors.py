@@ -227,6 +227,82 @@ def test_a_connection_asked_to_inject_gets_its_server_messages_rewritten():
     assert rewrite["upstream"][0]["calls_same"] is True
 
 
+GEMINI_LIVE = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        # _rewrite_socket_2 .. _15: the format comes from the messages, after the rewriting had to be decided
+        (
+            "/proxy/socket",
+            "the connection's format was told by its messages, not its path: it is watched, never rewritten",
+        ),
+        # _rewrite_socket_36: a format the message rewriter has nothing to do for
+        (GEMINI_LIVE, "gemini-live sends every call whole in one message: nothing to rewrite"),
+    ],
+)
+def test_a_connection_that_is_not_rewritten_says_why_and_is_still_trimmed(path, reason):
+    lens = addon_module.ToolcallLens()
+    injector = InjectWebSocket(lens)
+    with taddons.context(lens, injector) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"], toolcall_lens_websocket_keep=2)
+        flow = ws_flow(path=path)
+        lens.websocket_start(flow)
+        a_turn(lens, flow, calls=2)
+        lens.websocket_end(flow)
+    assert not injector.flows and not any(m.dropped for m in flow.websocket.messages)  # passed as they came
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    assert (rewrite["inject"], rewrite["repair"]) == ([], [])
+    assert rewrite["skipped"] == [{"name": "interleave", "reason": reason}]
+    assert len(flow.websocket.messages) < 2 * 2  # the keep option holds for it too
+
+
+def test_a_rewritten_connection_obeys_the_options_and_injects_text_as_text():
+    # _rewrite_socket_28, _32 (the call cap), _48 (the upstream's limits), _53, _58 (text frames), _63 (keep)
+    lens = addon_module.ToolcallLens()
+    injector = InjectWebSocket(lens)
+    with taddons.context(lens, injector) as tctx:
+        tctx.configure(
+            lens,
+            toolcall_lens_inject=["interleave"],
+            toolcall_lens_websocket_keep=3,
+            toolcall_lens_strategies=["recency"],
+        )
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        a_turn(lens, flow, calls=2)
+        send(lens, flow, True, answer("r1", 2))
+        lens.websocket_end(flow)
+    assert injector.flows and all(m.is_text for m in flow.websocket.messages if m.injected)
+    assert len(flow.websocket.messages) < 2 * 3
+    record = flow.metadata["toolcall_lens"]
+    assert set(record["rewrite"]["upstream"][0]["compatibility"]) == {"recency"}  # this run's strategies
+
+
+def test_a_rewritten_connection_obeys_the_call_cap():
+    # _rewrite_socket_28, _32: past toolcall_lens_max_calls the rewriter stops and the rest passes as it is
+    lens = addon_module.ToolcallLens()
+    injector = InjectWebSocket(lens)
+    with taddons.context(lens, injector) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"], toolcall_lens_max_calls=1)
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        a_turn(lens, flow, calls=2)
+        lens.websocket_end(flow)
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    order = lambda messages: [
+        e["output_index"]
+        for e in map(json.loads, (m.content for m in messages))
+        if e["type"].endswith("arguments.delta")
+    ]
+    upstream = [m for m in flow.websocket.messages if not m.from_client and not m.injected]
+    client = [m for m in flow.websocket.messages if m.injected]
+    assert order(client) == order(upstream) == [0, 0, 1, 1]  # two calls, over the cap of one: not interleaved
+    assert rewrite["messages_in"] == rewrite["messages_out"] == 10
+    assert "calls-cap" in rewrite["upstream"][0]["warnings"]
+
+
 # _socket_watch: on mitmproxy's event loop, messages are held and fed after the hooks (_socket_watch_6 ..
 # _34, websocket_start_24)
 

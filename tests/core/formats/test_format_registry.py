@@ -123,6 +123,23 @@ def test_a_new_format_is_one_module_registered(monkeypatch):
     assert supported("echo-lines") == {"rechunk"}  # no reorder keys, no edits: only bytes can be cut
 
 
+def test_the_base_dialect_hands_its_format_each_events_object_and_type():
+    # JsonDialect.ops_10: an SSE event's type reaches obj_ops with its JSON object
+    from accumulator.framing import SseDecoder
+    from accumulator.warnings import WarningLog
+
+    seen = []
+
+    class Typed(JsonDialect):
+        def obj_ops(self, obj, kind, number):
+            seen.append((obj, kind, number))
+            return []
+
+    (event,) = SseDecoder().feed(b'event: call\ndata: {"a": 1}\n\n')
+    assert Typed(WarningLog()).ops(event, 7) == []
+    assert seen == [({"a": 1}, "call", 7)]
+
+
 def test_a_message_of_each_format_is_recognised_by_its_module():
     assert analyze_message(b'{"object": "chat.completion", "choices": []}')["format"] == "openai-chat"
     assert formats.sniff_message(b'{"type": "message", "content": []}') == "anthropic-messages"
