@@ -18,9 +18,11 @@ import dataclasses
 import logging
 import marshal
 import os
+import select
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 logger = logging.getLogger("toolcall_lens")
@@ -30,6 +32,9 @@ FAILED = "failed"
 _LENGTH = struct.Struct("<I")
 _PIPE_SIZE = 1 << 20  # bytes a pipe holds before a write waits (what the kernel allows; 64 KiB otherwise)
 ANSWER_TIMEOUT = 30.0  # seconds a flow's end waits for its result before the worker is taken for stuck
+# Seconds a write may wait for room in a full pipe (the proxy's thread waits meanwhile) before the worker
+# is taken for stuck: a worker keeps up with the proxy many times over, so a full pipe means it is not.
+WRITE_TIMEOUT = 2.0
 
 
 def _frame(message: object) -> bytes:
@@ -175,6 +180,7 @@ class AnalysisWorker:
                 fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
             except (ImportError, OSError, AttributeError):  # not Linux, or a lower limit: the default
                 pass
+        os.set_blocking(self.process.stdin.fileno(), False)  # a stuck worker must not stop the proxy
         self._loop = asyncio.get_running_loop()
         self._replies.clear()
         self._loop.add_reader(self.process.stdout.fileno(), self._on_readable, self.process)
@@ -184,11 +190,22 @@ class AnalysisWorker:
         process = self.process
         if process is None or process.poll() is not None:
             raise WorkerGone(self.gone or "the analysis worker is not running")
-        data = _frame((key, op, payload))
+        data = memoryview(_frame((key, op, payload)))
         try:
             fd = process.stdin.fileno()
-            while data:  # the pipe is blocking: a worker behind by a whole pipe slows the proxy down
-                data = data[os.write(fd, data) :]
+            deadline = None
+            while data:
+                try:
+                    data = data[os.write(fd, data) :]
+                except BlockingIOError:  # the pipe is full: wait for room, a little
+                    if deadline is None:
+                        deadline = time.monotonic() + WRITE_TIMEOUT
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([], [fd], [], left)[1]:
+                        self._lost(
+                            f"the analysis worker fell behind by a full pipe for {WRITE_TIMEOUT:g} s and was stopped"
+                        )
+                        raise WorkerGone(self.gone) from None
         except OSError as exc:
             self._lost(f"the analysis worker exited ({_describe(exc)})")
             raise WorkerGone(self.gone) from None

@@ -236,6 +236,28 @@ def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_o
     with_worker(go)
 
 
+def test_a_worker_that_stops_reading_costs_the_proxy_a_bounded_wait_not_a_hang(monkeypatch):
+    # A full pipe: the write waits WRITE_TIMEOUT at most, then the worker is stopped and its flows fail.
+    monkeypatch.setattr(worker_module, "WRITE_TIMEOUT", 0.3)
+
+    async def go(worker):
+        remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        stuck = worker.process
+        os.kill(stuck.pid, signal.SIGSTOP)
+        batch = [(b"data: " + b"x" * 65_000 + b"\n\n", 1.0)]
+        started = time.monotonic()
+        with pytest.raises(WorkerGone, match="fell behind by a full pipe for 0.3 s"):
+            for _ in range(100):  # 6.5 MB: more than any pipe holds
+                remote.feed_batch(batch)
+        assert time.monotonic() - started < 5
+        assert stuck.poll() is not None and not worker.alive
+        watch = StreamWatch(remote, "openai-chat", 0)
+        result, _ = await watch.finish_remote()
+        assert "fell behind by a full pipe" in result["warnings"][0]["message"]
+
+    with_worker(go)
+
+
 def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
     async def go(worker):
         good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
