@@ -35,6 +35,9 @@ ANSWER_TIMEOUT = 30.0  # seconds a flow's end waits for its result before the wo
 # Seconds a write may wait for room in a full pipe (the proxy's thread waits meanwhile) before the worker
 # is taken for stuck: a worker keeps up with the proxy many times over, so a full pipe means it is not.
 WRITE_TIMEOUT = 2.0
+# Workers in a row that end before they answer anything (a Python that cannot run this module, say) after
+# which the proxy stops starting them and analyses in its own thread, as without the option.
+DEAD_STARTS = 3
 
 
 def _frame(message: object) -> bytes:
@@ -134,6 +137,8 @@ class AnalysisWorker:
         self.started = 0  # processes started, over the proxy's life
         self.gone: str | None = None  # why the last process ended, if it did
         self._unavailable = False  # the last start failed (said once in the log)
+        self._answered = False  # the running worker has answered at least once
+        self.dead_starts = 0  # workers in a row that ended before answering anything
 
     @property
     def alive(self) -> bool:
@@ -143,6 +148,10 @@ class AnalysisWorker:
         """A new flow's accumulator in the worker (started first if there is none); None if no worker
         can be had (the flow is then analysed in the proxy, and the log says why)."""
         try:
+            if self.dead_starts >= DEAD_STARTS:
+                raise WorkerGone(
+                    f"{self.dead_starts} workers in a row ended before answering anything ({self.gone})"
+                )
             if not self.alive:
                 self._start()
             self._next_key += 1
@@ -172,6 +181,7 @@ class AnalysisWorker:
         )
         self.started += 1
         self.gone = None
+        self._answered = False
         logger.info("toolcall-lens: analysis worker started (pid %d)", self.process.pid)
         for pipe in (self.process.stdin, self.process.stdout):
             try:
@@ -188,8 +198,11 @@ class AnalysisWorker:
     def send(self, key: int, op: int, payload: object) -> None:
         """One message to the worker; raises WorkerGone if it cannot take it."""
         process = self.process
-        if process is None or process.poll() is not None:
+        if process is None:
             raise WorkerGone(self.gone or "the analysis worker is not running")
+        if process.poll() is not None:
+            self._lost(f"the analysis worker exited (code {process.returncode})")
+            raise WorkerGone(self.gone)
         data = memoryview(_frame((key, op, payload)))
         try:
             fd = process.stdin.fileno()
@@ -243,6 +256,7 @@ class AnalysisWorker:
             code = process.poll()
             self._lost(f"the analysis worker exited (code {code})")
             return
+        self._answered = True
         replies = self._replies
         replies += data
         start = 0
@@ -264,6 +278,7 @@ class AnalysisWorker:
     def _lost(self, why: str, quiet: bool = False) -> None:
         """The worker is gone (or stuck): it is stopped, and every flow waiting on it is told why."""
         if self.process is not None and not quiet:
+            self.dead_starts = 0 if self._answered else self.dead_starts + 1
             logger.warning(
                 "toolcall-lens: %s; the flows it held end as failures, the next starts a new one", why
             )

@@ -258,6 +258,30 @@ def test_a_worker_that_stops_reading_costs_the_proxy_a_bounded_wait_not_a_hang(m
     with_worker(go)
 
 
+def test_a_worker_that_cannot_run_is_given_up_after_three_starts_and_the_proxy_analyses_itself(
+    monkeypatch, caplog
+):
+    # A Python that cannot run the worker (here: one that exits at once): three starts, then no more.
+    monkeypatch.setattr(worker_module.sys, "executable", "/bin/false")
+
+    async def go(worker):
+        opened = []
+        for _ in range(5):
+            remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+            opened.append(remote is not None)
+            if remote is not None:
+                with pytest.raises(WorkerGone, match="exited"):
+                    await remote.finish(1.0)
+        # Whether a start gets its flow in before the process is seen gone is a race; the count is not.
+        assert opened[3:] == [False, False]
+        assert worker.started == 3 and worker.dead_starts == 3
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        with_worker(go)
+    given_up = [r.message for r in caplog.records if "workers in a row" in r.message]
+    assert len(given_up) == 1 and "3 workers in a row ended before answering anything" in given_up[0]
+
+
 def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
     async def go(worker):
         good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
