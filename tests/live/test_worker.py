@@ -175,6 +175,26 @@ def events(body: bytes) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event]
 
 
+def open_chat(worker: AnalysisWorker):
+    """A Chat Completions flow opened in the worker, with the default limits."""
+    return worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+
+
+def open_stopped(worker: AnalysisWorker):
+    """A flow opened in the worker, then the worker stopped (SIGSTOP): it reads and answers nothing."""
+    remote = open_chat(worker)
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    return remote, worker.process
+
+
+async def chat_result(remote) -> dict:
+    """The result of CHAT fed as one held chunk to a watch of ``remote``, once the worker answers."""
+    watch = StreamWatch(remote, "openai-chat", 0)
+    watch.held.append((CHAT, 1.0))
+    result, _ = await watch.finish_remote()
+    return result
+
+
 def with_worker(test) -> None:
     """Run ``async test(worker)`` on an event loop of its own, with a worker stopped at the end."""
 
@@ -216,21 +236,15 @@ def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_o
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
     async def go(worker):
-        remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
-        stuck = worker.process
-        os.kill(stuck.pid, signal.SIGSTOP)
-        watch = StreamWatch(remote, "openai-chat", 0)
-        watch.held.append((CHAT, 1.0))
-        result, _ = await watch.finish_remote()
+        remote, stuck = open_stopped(worker)
+        result = await chat_result(remote)
         (warning,) = result["warnings"]
         assert warning["code"] == "internal-error"
         assert "gave no answer in 0.5 s and was stopped" in warning["message"]
         assert stuck.poll() is not None  # killed, not left behind
-        again = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        again = open_chat(worker)
         assert worker.process is not stuck and worker.started == 2
-        watch = StreamWatch(again, "openai-chat", 0)
-        watch.held.append((CHAT, 1.0))
-        result, _ = await watch.finish_remote()
+        result = await chat_result(again)
         assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
 
     with_worker(go)
@@ -241,9 +255,7 @@ def test_a_worker_that_stops_reading_costs_the_proxy_a_bounded_wait_not_a_hang(m
     monkeypatch.setattr(worker_module, "WRITE_TIMEOUT", 0.3)
 
     async def go(worker):
-        remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
-        stuck = worker.process
-        os.kill(stuck.pid, signal.SIGSTOP)
+        remote, stuck = open_stopped(worker)
         batch = [(b"data: " + b"x" * 65_000 + b"\n\n", 1.0)]
         started = time.monotonic()
         with pytest.raises(WorkerGone, match="fell behind by a full pipe for 0.3 s"):
@@ -267,7 +279,7 @@ def test_a_worker_that_cannot_run_is_given_up_after_three_starts_and_the_proxy_a
     async def go(worker):
         opened = []
         for _ in range(5):
-            remote = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+            remote = open_chat(worker)
             opened.append(remote is not None)
             if remote is not None:
                 with pytest.raises(WorkerGone, match="exited"):
@@ -284,7 +296,7 @@ def test_a_worker_that_cannot_run_is_given_up_after_three_starts_and_the_proxy_a
 
 def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
     async def go(worker):
-        good = worker.open(remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS))
+        good = open_chat(worker)
         bad_limits = remote_settings("openai-chat", None, None, None, DEFAULT_LIMITS)
         bad_limits["limits"]["strategies"] = ("no-such-strategy",)  # the worker's Limits refuses it
         bad = worker.open(bad_limits)
