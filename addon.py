@@ -182,7 +182,7 @@ class ToolcallLens:
             redact_credentials(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
         if isinstance(watch, StreamWatch) and watch.remote:
-            # Its state goes with its annotation: a flow with a watch has a format, so it gets a result.
+            # No state to forget after it: only a flow on a known path has some, and its result takes it.
             return self._finish_remote(flow, watch)
         if watch is not None:
             self._finish_stream(flow, watch)

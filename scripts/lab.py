@@ -93,6 +93,17 @@ class Process:
         self.stop()
 
 
+def children(pid: int) -> list[int]:
+    """The pids of a process's children (an addon's worker process, say), from /proc; [] once it is gone."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir() if Path(f"/proc/{pid}").exists() else ():
+        try:
+            out += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # a thread that just ended
+            pass
+    return out
+
+
 def start_listening(name: str, argv: list[str], pattern: str) -> tuple[Process, int]:
     """Start it and read the port it got from the first output line matching ``pattern`` (group 1)."""
     process = Process(name, argv)

@@ -12,15 +12,7 @@ from accumulator.decoding import supported as encoding_supported
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from accumulator.rewrite.formats import skip_reason
 
-from .worker import FAILED, AnalysisWorker, RemoteAccumulator, remote_settings
-
-
-def describe(exc: BaseException) -> str:
-    try:
-        return f"{type(exc).__name__}: {exc}"[:500]
-    except Exception:  # noqa: BLE001 - even a broken __str__ must not escape
-        return type(exc).__name__
-
+from .worker import FAILED, AnalysisWorker, RemoteAccumulator, describe, remote_settings
 
 # Chunks held before they are fed, each with its arrival time. Fed one at a time, between two chunks of a
 # flow the proxy runs everything else (other flows, its own layers) and the core starts each feed with

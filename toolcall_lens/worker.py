@@ -45,7 +45,8 @@ def _frame(message: object) -> bytes:
     return _LENGTH.pack(len(payload)) + payload
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as one line for a warning or the log (the watches' and the worker's)."""
     try:
         return f"{type(exc).__name__}: {exc}"[:500]
     except Exception:  # noqa: BLE001 - even a broken __str__ must not escape
@@ -105,11 +106,11 @@ def serve(stdin, stdout) -> None:
                     answer(key, FINISH, (FAILED, accumulator or "the worker never saw this flow open"))
         except Exception as exc:  # noqa: BLE001 - one flow's fault is that flow's failure, never the worker's
             if op == FINISH:
-                answer(key, FINISH, (FAILED, _describe(exc)))
+                answer(key, FINISH, (FAILED, describe(exc)))
             elif op == SNAPSHOT:
                 answer(key, SNAPSHOT, None)
             else:
-                flows[key] = _describe(exc)
+                flows[key] = describe(exc)
 
 
 def main() -> None:
@@ -160,7 +161,7 @@ class AnalysisWorker:
         except Exception as exc:  # noqa: BLE001 - no worker: the flow is analysed where it is
             if not self._unavailable:
                 logger.warning(
-                    "toolcall-lens: no analysis worker (%s): analysing in the proxy", _describe(exc)
+                    "toolcall-lens: no analysis worker (%s): analysing in the proxy", describe(exc)
                 )
             self._unavailable = True
             return None
@@ -220,7 +221,7 @@ class AnalysisWorker:
                         )
                         raise WorkerGone(self.gone) from None
         except OSError as exc:
-            self._lost(f"the analysis worker exited ({_describe(exc)})")
+            self._lost(f"the analysis worker exited ({describe(exc)})")
             raise WorkerGone(self.gone) from None
 
     def ask(self, key: int, op: int, payload: object) -> asyncio.Future:

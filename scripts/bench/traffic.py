@@ -7,7 +7,7 @@ import contextlib
 import http.client
 from pathlib import Path
 
-from lab import proxy_argv, start_proxy
+from lab import children, proxy_argv, start_proxy
 
 ADDONS = Path(__file__).resolve().parent / "addons"
 ADDON = Path(__file__).resolve().parents[2] / "addon.py"
@@ -54,11 +54,9 @@ def cpu_seconds(pid: int) -> float:
 def children_cpu_seconds(pid: int) -> float:
     """CPU time of the process's children (their threads, as ``cpu_seconds``): an addon's worker process."""
     total = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            for child in (task / "children").read_text().split():
-                with contextlib.suppress(OSError):
-                    total += cpu_seconds(int(child))
+    for child in children(pid):
+        with contextlib.suppress(OSError):  # a child that just ended
+            total += cpu_seconds(child)
     return total
 
 

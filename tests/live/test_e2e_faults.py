@@ -15,7 +15,7 @@ from pathlib import Path
 import fake_provider
 import openai
 import pytest
-from lab import start_mitmdump
+from lab import children, start_mitmdump
 
 BODY_CAP = 1024 * 1024
 MIB = 1024 * 1024
@@ -67,14 +67,6 @@ class Proxy:
             for c in final.choices[0].message.tool_calls
         ]
         assert calls == fake_provider.expected_calls("interleaved")
-
-
-def children(pid: int) -> list[int]:
-    return [
-        int(child)
-        for task in Path(f"/proc/{pid}/task").iterdir()
-        for child in (task / "children").read_text().split()
-    ]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["in-proxy", "worker"])
@@ -272,7 +264,9 @@ def test_a_json_rate_limit_error_where_a_stream_was_asked_for(proxy):
     assert "Rate limit reached" in record["result"]["warnings"][0]["message"]
     line = proxy.log_line("json429")
     # The log line says the status and the provider's message, not "? (not streamed): no calls".
-    assert "anthropic-messages (stream asked for): HTTP 429 Too Many Requests: Rate limit reached" in line, line
+    assert "anthropic-messages (stream asked for): HTTP 429 Too Many Requests: Rate limit reached" in line, (
+        line
+    )
     assert "not streamed" not in line and "no calls" not in line
     proxy.still_serving()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import fake_provider as fp
 import pytest
-from lab import start_mitmdump
+from lab import children, start_mitmdump
 from mitmproxy.test import taddons
 from streams import call, choice, chunk, sse, tool_chunk
 
@@ -29,14 +29,6 @@ from toolcall_lens.watch import StreamWatch
 from toolcall_lens.worker import AnalysisWorker, WorkerGone, remote_settings
 
 SCENARIOS = ("interleaved", "sequential", "truncated", "error-midstream")
-
-
-def children(pid: int) -> list[int]:
-    return [
-        int(child)
-        for task in Path(f"/proc/{pid}/task").iterdir()
-        for child in (task / "children").read_text().split()
-    ]
 
 
 def send(port: int, format: str, scenario: str, case: str, **headers: str) -> tuple[bytes, str | None]:
