@@ -23,7 +23,6 @@ import fnmatch
 import logging
 import time  # tests patch the clock the watches read through this module
 from collections.abc import Awaitable, Sequence
-from datetime import UTC, datetime
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
@@ -42,8 +41,8 @@ from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
-from toolcall_lens.websocket import RewriteSocketWatch, WebSocketWatch
-from toolcall_lens.worker import AnalysisWorker
+from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
+from toolcall_lens.worker import AnalysisWorker, price
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -137,6 +136,7 @@ class ToolcallLens:
             keep_body=not own_copy,
             on_progress=progress,
             worker=self.worker if settings.worker else None,
+            price=self._asked(flow),
         )
         if skipped is not None:
             logger.info(
@@ -231,15 +231,23 @@ class ToolcallLens:
                 else:
                     self._connection_progress(flow, watch)
 
-    def websocket_end(self, flow: http.HTTPFlow) -> None:
+    def websocket_end(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         watch = self.sockets.pop(flow.id, None)
         if watch is None:
             return
         ws = flow.websocket
         closed = {"code": ws.close_code, "reason": ws.close_reason, "by_client": ws.closed_by_client}
+        if watch.remote:  # mitmproxy awaits it; other flows go on meanwhile
+            return self._end_remote_socket(flow, watch, ws.timestamp_end, closed)
         settled = watch.finish(ws.timestamp_end, closed)
         if watch.ours:
             self._annotate_connection(flow, watch, settled)
+        return None
+
+    async def _end_remote_socket(self, flow: http.HTTPFlow, watch, now: float | None, closed: dict) -> None:
+        """A connection analysed in the worker: annotated once its last results are back."""
+        settled = await watch.finish_remote(now, closed)
+        self._annotate_connection(flow, watch, settled)
 
     def done(self) -> None:
         self.worker.stop()
@@ -416,9 +424,19 @@ class ToolcallLens:
             except Exception as exc:  # noqa: BLE001 - the traffic goes on whatever happened here
                 logger.warning("toolcall-lens: WebSocket annotation failed: %s", describe(exc))
 
-        watch = WebSocketWatch(
-            connection, settings.websocket_keep, loop.call_soon, loop.call_later, settled_later
-        )
+        remote = None
+        if settings.worker and connection.format is not None:  # named by its path: analysed in the worker
+            remote = self.worker.connect(
+                connection.format, flow.request.path, settings.limits, settings.prices, self._asked(flow)
+            )
+        if remote is not None:
+            watch: WebSocketWatch = RemoteSocketWatch(
+                remote, settings.websocket_keep, loop.call_later, settled_later
+            )
+        else:
+            watch = WebSocketWatch(
+                connection, settings.websocket_keep, loop.call_soon, loop.call_later, settled_later
+            )
         return watch
 
     def _rewrite_socket(
@@ -478,6 +496,20 @@ class ToolcallLens:
 
     def _connection_progress(self, flow: http.HTTPFlow, watch: WebSocketWatch) -> None:
         snapshot = watch.connection.snapshot()
+        if isinstance(snapshot, asyncio.Future):  # from the worker: shown when it comes, if still running
+
+            def show(answer: asyncio.Future) -> None:
+                if self.sockets.get(flow.id) is watch and not answer.cancelled() and not answer.exception():
+                    self._show_connection_progress(flow, answer.result())
+                    ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+            snapshot.add_done_callback(show)
+            return
+        self._show_connection_progress(flow, snapshot)
+
+    def _show_connection_progress(self, flow: http.HTTPFlow, snapshot: dict | None) -> None:
+        if snapshot is None:
+            return
         flow.metadata["toolcall_lens_live"] = snapshot
         names = [
             c["name"] or "?"
@@ -525,21 +557,19 @@ class ToolcallLens:
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
             self._annotate(flow, result)
 
+    def _asked(self, flow: http.HTTPFlow) -> tuple:
+        """How the worker prices a flow's results: (its URL, its request's time, the model it asked for)."""
+        facts = self.turn_facts.get(flow.id)
+        return flow.request.pretty_url, flow.request.timestamp_start, facts.model if facts else None
+
     def _price_and_place(self, flow: http.HTTPFlow, result: dict, connection: bool = False) -> str | None:
         """The response's cost, and its place in its agent session (loop warnings with it). Returns the
         model its request asked for."""
         settings = self._settings()
         request = flow.request
         facts = self.turn_facts.pop(flow.id, None) or Asked([], None, None)
-        try:
-            when = datetime.fromtimestamp(request.timestamp_start, UTC)
-            result["cost"], note = settings.prices.cost(
-                result, url=request.pretty_url, when=when, model=facts.model
-            )
-            if note is not None:
-                result["cost_note"] = note
-        except Exception as exc:  # noqa: BLE001 - a price lookup that fails costs the flow nothing else
-            result["cost"], result["cost_note"] = None, f"pricing failed: {describe(exc)}"
+        if "cost" not in result:  # a result from the worker comes priced
+            price(settings.prices, result, request.pretty_url, request.timestamp_start, facts.model)
         try:
             self.sessions.place(
                 result,

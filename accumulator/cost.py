@@ -72,9 +72,12 @@ def _model_price(path: str, model: str, prices) -> ModelPrice:
 class Prices:
     """Prices responses: ``cost(result, ...)`` -> (the result's ``cost`` or None, why not)."""
 
-    def __init__(self, overrides: dict[str, ModelPrice] | None = None, source: str = "") -> None:
+    def __init__(
+        self, overrides: dict[str, ModelPrice] | None = None, source: str = "", content: bytes | None = None
+    ) -> None:
         self.overrides = overrides or {}
         self.source = source  # where the overrides came from (a path), for the result's price
+        self.content = content  # the price file as read (an analysis worker parses it again)
 
     def cost(
         self,

@@ -124,7 +124,7 @@ def read_prices(path: str) -> Prices:
             content = file.read()
     except OSError as exc:
         raise PriceFileError(f"cannot read {path}: {exc.strerror}") from None
-    return Prices(parse_price_file(content, path), path)
+    return Prices(parse_price_file(content, path), path, content)
 
 
 def parse(options) -> Settings:

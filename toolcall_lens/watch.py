@@ -306,11 +306,13 @@ def open_watch(
     keep_body: bool = True,
     on_progress=None,
     worker: AnalysisWorker | None = None,
+    price: tuple | None = None,
 ):
     """The stream callable of a new LLM stream on ``flow`` (its response headers in): a StreamWatch, wrapped
     in a RewriteWatch when a rewrite asked for applies (the headers then fitted to the new body); and the
     note of a rewrite that was asked for and does not apply (None otherwise), also put on the result.
-    With a ``worker`` (and an event loop), a stream that is not rewritten is analysed there."""
+    With a ``worker`` (and an event loop), a stream that is not rewritten is analysed there, and its
+    result priced there as ``price`` says (``remote_settings``)."""
     headers = flow.response.headers
     # The clock the timing facts count from: when mitmproxy had the whole request.
     started = flow.request.timestamp_end or flow.request.timestamp_start
@@ -323,7 +325,10 @@ def open_watch(
         defer = None
     upstream = None
     if worker is not None and defer is not None and not rewrite:  # None: no worker to be had
-        upstream = worker.open(remote_settings(format, request, encoding or None, started, settings.limits))
+        upstream = worker.open(
+            remote_settings(format, request, encoding or None, started, settings.limits, price),
+            settings.prices,
+        )
     if upstream is None:
         upstream = StreamAccumulator(
             format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits

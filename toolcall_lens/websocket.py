@@ -10,7 +10,8 @@ import contextlib
 from accumulator import Connection
 from accumulator.report import ConnectionTally
 
-from .watch import HELD_CHUNKS, describe
+from .watch import HELD_CHUNKS, SHIPPED_CHUNKS, describe
+from .worker import FAILED, RemoteConnection, WorkerGone
 
 _UPSTREAM_KEPT = 1000  # responses whose upstream comparison a rewritten connection's record keeps
 # A quiet connection's held messages are fed this long after the first of them passed (a turn's last
@@ -42,6 +43,8 @@ class WebSocketWatch:
         "tally",
         "trimmed",
     )
+
+    remote = False  # analysed here; RemoteSocketWatch: in the worker
 
     def __init__(self, connection: Connection, keep: int, defer=None, later=None, on_settled=None) -> None:
         self.connection = connection
@@ -154,11 +157,92 @@ class WebSocketWatch:
 
     def _failed(self, exc: BaseException) -> None:
         self.failure = describe(exc)
-        self.connection.warnings.add(
-            "internal-error",
-            f"toolcall-lens failed on this connection and stopped analysing it: {self.failure}",
-            error=self.failure,
-        )
+        self.connection.warnings.add("internal-error", _stopped(self.failure), error=self.failure)
+
+
+def _stopped(why: str) -> str:
+    return f"toolcall-lens failed on this connection and stopped analysing it: {why}"
+
+
+class RemoteSocketWatch(WebSocketWatch):
+    """A WebSocket flow analysed in the worker process (``toolcall_lens_worker``).
+
+    The hook only holds each message; they are shipped ``SHIPPED_CHUNKS`` at a time, or ``FEED_AFTER``
+    seconds after the first of a batch that does not fill (``later``: the event loop's ``call_later``),
+    and the worker feeds them to a ``Connection`` as a ``WebSocketWatch`` there. What settles comes back
+    on the event loop and goes to ``on_settled``; the end is awaited (``finish_remote``). A worker lost
+    (or a fault inside the worker's analysis) is the connection's failure: an ``internal-error`` on it,
+    the results settled before it kept, and the messages flow on."""
+
+    __slots__ = ("ended",)
+
+    remote = True
+
+    def __init__(self, connection: RemoteConnection, keep: int, later, on_settled) -> None:
+        super().__init__(connection, keep, None, later, on_settled)  # type: ignore[arg-type]
+        self.ended: list[dict] | None = None  # once the end is awaited: what settled meanwhile
+        connection.worker.listen(connection.key, self)
+
+    def message(self, msg) -> list[dict]:
+        if self.failure is None:
+            held = self.held
+            held.append((msg.from_client, msg.content, msg.is_text, msg.timestamp))
+            if len(held) >= SHIPPED_CHUNKS:
+                self.feed_held()
+            elif len(held) == 1:
+                self.later(FEED_AFTER, self.feed_held)
+        return []
+
+    def feed_held(self) -> list[dict]:
+        """Ship what is held; what it settles comes later (``settled``). Never raises."""
+        held, self.held = self.held, []
+        if held and self.failure is None:
+            try:
+                self.connection.feed(held)
+            except WorkerGone as exc:
+                self.lost(str(exc))
+        return []
+
+    def settled(self, payload: tuple) -> None:
+        """The worker's word on a batch: the results it settled, the summary, its failure if any."""
+        settled, summary, failure = payload
+        self.connection.update(settled, summary)
+        if failure is not None:
+            self.failure = failure
+        if self.ended is not None:
+            self.ended += settled
+        elif self.on_settled is not None:
+            self.on_settled(settled)
+
+    def lost(self, why: str) -> None:
+        """The worker is gone: the analysis of this connection stops here, and the flow says so."""
+        if self.failure is not None:
+            return
+        self.failure = why
+        self.connection.fail(_stopped(why), why)
+        if self.ended is None and self.on_settled is not None:
+            self.on_settled([])
+
+    async def finish_remote(self, now: float | None, closed: dict | None) -> list[dict]:
+        """``finish`` in the worker: every result settled since the last, once it answers. Never raises."""
+        self.closed = closed
+        self.ended = ended = []
+        self.feed_held()
+        connection = self.connection
+        try:
+            if self.failure is None:
+                answer = await connection.finish(now)
+                if answer[0] == FAILED:
+                    self.lost(answer[1])
+                else:
+                    self.settled(answer)
+        except WorkerGone as exc:
+            self.lost(str(exc))
+        except Exception as exc:  # noqa: BLE001
+            self.lost(describe(exc))
+        finally:
+            connection.worker.unlisten(connection.key)
+        return ended
 
 
 class RewriteSocketWatch(WebSocketWatch):

@@ -19,15 +19,20 @@ import logging
 import marshal
 import os
 import select
+import signal
 import struct
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 logger = logging.getLogger("toolcall_lens")
 
-OPEN, FEED, NOTE, SNAPSHOT, FINISH = range(5)
+# OPEN a flow's stream, CONNECT a WebSocket connection; FEED, NOTE, SNAPSHOT and FINISH either; SETTLED:
+# the worker's word that a connection's batch settled responses (or failed), unasked; PRICES: the prices
+# the results are priced with (the worker prices them: genai-prices takes 50-80 us a response).
+OPEN, FEED, NOTE, SNAPSHOT, FINISH, CONNECT, SETTLED, PRICES = range(8)
 FAILED = "failed"
 _LENGTH = struct.Struct("<I")
 _PIPE_SIZE = 1 << 20  # bytes a pipe holds before a write waits (what the kernel allows; 64 KiB otherwise)
@@ -43,6 +48,19 @@ DEAD_STARTS = 3
 def _frame(message: object) -> bytes:
     payload = marshal.dumps(message)
     return _LENGTH.pack(len(payload)) + payload
+
+
+def price(prices, result: dict, url: str, started: float, model: str | None) -> None:
+    """``result["cost"]`` (and ``cost_note`` when there is none): as of ``started`` (the request's time, a
+    timestamp), for the model the request asked for where the response names none. A lookup that fails
+    is said in the note and costs the flow nothing else. The proxy's, and the worker's."""
+    try:
+        when = datetime.fromtimestamp(started, UTC)
+        result["cost"], note = prices.cost(result, url=url, when=when, model=model)
+        if note is not None:
+            result["cost_note"] = note
+    except Exception as exc:  # noqa: BLE001
+        result["cost"], result["cost_note"] = None, f"pricing failed: {describe(exc)}"
 
 
 def describe(exc: BaseException) -> str:
@@ -63,14 +81,26 @@ def _read_exactly(stream, n: int) -> bytes | None:
 
 def serve(stdin, stdout) -> None:
     """Answer messages from ``stdin`` (a binary stream) on ``stdout`` until ``stdin`` ends."""
-    from accumulator import StreamAccumulator
+    from accumulator import Connection, StreamAccumulator
+    from accumulator.cost import Prices, parse_price_file
     from accumulator.limits import Limits
 
-    flows: dict[int, StreamAccumulator | str] = {}  # a str: why that flow's analysis failed
+    from .websocket import WebSocketWatch
+
+    # A stream's accumulator, a connection's watch (the proxy's own class, fed as it would feed it), or
+    # why that flow's analysis failed.
+    flows: dict[int, StreamAccumulator | WebSocketWatch | str] = {}
+    asked: dict[int, tuple] = {}  # flow -> (url, request time, model asked): how its results are priced
+    prices = Prices()
 
     def answer(key: int, op: int, payload: object) -> None:
         stdout.write(_frame((key, op, payload)))
         stdout.flush()
+
+    def said(where: tuple | None, watch: WebSocketWatch, settled: list) -> tuple:
+        for result in settled if where is not None else ():
+            price(prices, result, *where)
+        return settled, watch.connection.summary(), watch.failure
 
     while True:
         head = _read_exactly(stdin, 4)
@@ -80,32 +110,60 @@ def serve(stdin, stdout) -> None:
         if body is None:
             return
         key, op, payload = marshal.loads(body)
-        accumulator = flows.get(key)
+        flow = flows.get(key)
         try:
             if op == OPEN:
                 settings = dict(payload)
                 settings["limits"] = Limits(**settings["limits"])
+                asked[key] = settings.pop("price", None)
                 flows[key] = StreamAccumulator(settings.pop("format"), **settings)
+            elif op == CONNECT:
+                format, path, limits, asked[key] = payload
+                flows[key] = WebSocketWatch(Connection(format, path=path, limits=Limits(**limits)), 0)
+            elif op == PRICES:
+                source, content = payload
+                prices = Prices(parse_price_file(content, source), source, content) if content else Prices()
             elif op == FEED:
-                if isinstance(accumulator, StreamAccumulator):
-                    feed = accumulator.feed
+                if isinstance(flow, StreamAccumulator):
+                    feed = flow.feed
                     for chunk, now in payload:
                         feed(chunk, now)
+                elif isinstance(flow, WebSocketWatch) and flow.failure is None:
+                    flow.held = payload
+                    settled = flow.feed_held()  # never raises: a fault is the connection's failure
+                    if settled or flow.failure is not None:
+                        answer(key, SETTLED, said(asked.get(key), flow, settled))
             elif op == NOTE:
-                if isinstance(accumulator, StreamAccumulator):
-                    code, message, details = payload
-                    accumulator.note(code, message, **details)
+                code, message, details = payload
+                if isinstance(flow, StreamAccumulator):
+                    flow.note(code, message, **details)
+                elif isinstance(flow, WebSocketWatch):
+                    flow.connection.warnings.add(code, message, **details)
             elif op == SNAPSHOT:
-                snapshot = accumulator.snapshot() if isinstance(accumulator, StreamAccumulator) else None
-                answer(key, SNAPSHOT, snapshot)
+                if isinstance(flow, StreamAccumulator):
+                    answer(key, SNAPSHOT, flow.snapshot())
+                else:
+                    answer(
+                        key,
+                        SNAPSHOT,
+                        flow.connection.snapshot() if isinstance(flow, WebSocketWatch) else None,
+                    )
             elif op == FINISH:
                 flows.pop(key, None)
-                if isinstance(accumulator, StreamAccumulator):
-                    answer(key, FINISH, (accumulator.finish(payload), accumulator.format))
+                where = asked.pop(key, None)
+                if isinstance(flow, StreamAccumulator):
+                    result = flow.finish(payload)
+                    if result is not None and where is not None:
+                        price(prices, result, *where)
+                    answer(key, FINISH, (result, flow.format))
+                elif isinstance(flow, WebSocketWatch):
+                    answer(key, FINISH, said(where, flow, flow.finish(payload, None)))
                 else:
-                    answer(key, FINISH, (FAILED, accumulator or "the worker never saw this flow open"))
+                    answer(key, FINISH, (FAILED, flow or "the worker never saw this flow open"))
         except Exception as exc:  # noqa: BLE001 - one flow's fault is that flow's failure, never the worker's
-            if op == FINISH:
+            if op == PRICES:  # read by the proxy already: it cannot fail here but for a bug
+                prices = Prices()
+            elif op == FINISH:
                 answer(key, FINISH, (FAILED, describe(exc)))
             elif op == SNAPSHOT:
                 answer(key, SNAPSHOT, None)
@@ -114,6 +172,10 @@ def serve(stdin, stdout) -> None:
 
 
 def main() -> None:
+    # Ctrl-C in a terminal, or a SIGTERM to the proxy's process group, reaches the worker too: it lets the
+    # proxy finish the flows it holds, and ends when the proxy closes its input (or dies).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
@@ -135,6 +197,8 @@ class AnalysisWorker:
         # (flow, message) -> the futures waiting for its answers, oldest first (the worker answers in order)
         self._waiting: dict[tuple[int, int], list[asyncio.Future]] = {}
         self._replies = bytearray()
+        self._listeners: dict[int, object] = {}  # connection -> who hears what the worker says unasked
+        self._prices = None
         self.started = 0  # processes started, over the proxy's life
         self.gone: str | None = None  # why the last process ended, if it did
         self._unavailable = False  # the last start failed (said once in the log)
@@ -145,9 +209,22 @@ class AnalysisWorker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def open(self, settings: dict) -> RemoteAccumulator | None:
+    def open(self, settings: dict, prices=None) -> RemoteAccumulator | None:
         """A new flow's accumulator in the worker (started first if there is none); None if no worker
-        can be had (the flow is then analysed in the proxy, and the log says why)."""
+        can be had (the flow is then analysed in the proxy, and the log says why). With ``prices`` and
+        the settings' ``price`` (``remote_settings``), its result comes back priced."""
+        key = self._open(OPEN, settings, prices)
+        return None if key is None else RemoteAccumulator(self, key, settings.get("format"))
+
+    def connect(
+        self, format: str, path: str, limits, prices=None, price: tuple | None = None
+    ) -> RemoteConnection | None:
+        """A new WebSocket connection's ``Connection`` in the worker, as ``open`` for a stream; ``price``:
+        (the URL, the request's time, the model asked for), as ``remote_settings`` takes them."""
+        key = self._open(CONNECT, (format, path, dataclasses.asdict(limits), price), prices)
+        return None if key is None else RemoteConnection(self, key, format, path)
+
+    def _open(self, op: int, payload: object, prices) -> int | None:
         try:
             if self.dead_starts >= DEAD_STARTS:
                 raise WorkerGone(
@@ -155,9 +232,11 @@ class AnalysisWorker:
                 )
             if not self.alive:
                 self._start()
+            if prices is not None and prices is not self._prices:  # the option changed, or a new worker
+                self.send(0, PRICES, (prices.source, prices.content))
+                self._prices = prices
             self._next_key += 1
-            remote = RemoteAccumulator(self, self._next_key, settings.get("format"))
-            self.send(remote.key, OPEN, settings)
+            self.send(self._next_key, op, payload)
         except Exception as exc:  # noqa: BLE001 - no worker: the flow is analysed where it is
             if not self._unavailable:
                 logger.warning(
@@ -166,7 +245,15 @@ class AnalysisWorker:
             self._unavailable = True
             return None
         self._unavailable = False
-        return remote
+        return self._next_key
+
+    def listen(self, key: int, listener) -> None:
+        """``listener.settled(payload)`` for each SETTLED the worker sends about ``key``;
+        ``listener.lost(why)`` if the worker is lost first. Until ``unlisten``."""
+        self._listeners[key] = listener
+
+    def unlisten(self, key: int) -> None:
+        self._listeners.pop(key, None)
 
     def _start(self) -> None:
         self.stop()
@@ -181,6 +268,7 @@ class AnalysisWorker:
             cwd=root,
         )
         self.started += 1
+        self._prices = None  # the prices this worker was given
         self.gone = None
         self._answered = False
         logger.info("toolcall-lens: analysis worker started (pid %d)", self.process.pid)
@@ -267,6 +355,11 @@ class AnalysisWorker:
                 break
             key, op, payload = marshal.loads(replies[start + 4 : start + 4 + n])
             start += 4 + n
+            if op == SETTLED:
+                listener = self._listeners.get(key)
+                if listener is not None:
+                    listener.settled(payload)
+                continue
             waiting = self._waiting.get((key, op))
             if waiting:
                 future = waiting.pop(0)
@@ -290,6 +383,9 @@ class AnalysisWorker:
             for future in futures:
                 if not future.done():
                     future.set_exception(WorkerGone(why))
+        listeners, self._listeners = self._listeners, {}
+        for listener in listeners.values():
+            listener.lost(why)
 
     def _close(self) -> None:
         process, self.process = self.process, None
@@ -349,14 +445,82 @@ class RemoteAccumulator:
         return await self.worker.answer(self.key, FINISH, now)
 
 
-def remote_settings(format, request, encoding, started, limits) -> dict:
-    """The arguments of a flow's accumulator, as the worker rebuilds them."""
+class RemoteConnection:
+    """One WebSocket connection's ``Connection`` in the worker, with the part of its interface a
+    ``WebSocketWatch`` uses. ``results`` and ``summary()`` are what the worker said last (its settled
+    results kept here as the ``Connection`` keeps them: in order of position, the newest
+    ``MAX_RESULTS``); ``snapshot`` and ``finish`` are answered later."""
+
+    __slots__ = ("_summary", "format", "given_up", "key", "results", "warnings", "worker")
+
+    def __init__(self, worker: AnalysisWorker, key: int, format: str, path: str) -> None:
+        from accumulator import Connection
+
+        self.worker = worker
+        self.key = key
+        self.format = format
+        self.given_up = False  # its format is known: it is never given up
+        self.results: list[dict] = []
+        self._summary = Connection(format, path=path).summary()  # until the worker says more
+        self.warnings = _RemoteWarnings(self)
+
+    def feed(self, held: list) -> None:
+        self.worker.send(self.key, FEED, held)
+
+    def update(self, settled: list[dict], summary: dict) -> None:
+        from bisect import insort
+
+        from accumulator.websocket import MAX_RESULTS
+
+        results = self.results
+        for result in settled:
+            insort(results, result, key=lambda r: r["websocket"]["position"])
+        del results[:-MAX_RESULTS]
+        self._summary = summary
+
+    def fail(self, message: str, why: str) -> None:
+        """An ``internal-error`` the proxy saw (the worker lost), added to the last summary's warnings."""
+        from accumulator.warnings import WarningLog
+
+        summary = self._summary
+        warnings = WarningLog.of(summary["warnings"], summary["warnings_over_cap"])
+        warnings.add("internal-error", message, error=why)
+        self._summary = {**summary, "warnings": warnings.to_list(), "warnings_over_cap": warnings.suppressed}
+
+    def summary(self) -> dict:
+        return dict(self._summary)
+
+    def snapshot(self) -> asyncio.Future:
+        return self.worker.ask(self.key, SNAPSHOT, None)
+
+    async def finish(self, now: float | None) -> tuple:
+        """(settled results, summary, failure or None); or (FAILED, why) if the worker lost the flow."""
+        return await self.worker.answer(self.key, FINISH, now)
+
+
+class _RemoteWarnings:
+    """``Connection.warnings`` for a connection in the worker: ``add`` is sent there."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: RemoteConnection) -> None:
+        self.connection = connection
+
+    def add(self, code: str, message: str, **details) -> None:
+        connection = self.connection
+        connection.worker.send(connection.key, NOTE, (code, message, details))
+
+
+def remote_settings(format, request, encoding, started, limits, price: tuple | None = None) -> dict:
+    """The arguments of a flow's accumulator, as the worker rebuilds them; ``price``: (the URL, the
+    request's time, the model it asked for) to price the result there (None: the proxy prices it)."""
     return {
         "format": format,
         "request": request,
         "encoding": encoding,
         "started_at": started,
         "limits": dataclasses.asdict(limits),
+        "price": price,
     }
 
 

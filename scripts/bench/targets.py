@@ -94,6 +94,13 @@ def print_targets() -> None:
         f"{websocket * 100:.0f}%" if websocket else "-",
         websocket >= 0.9 if websocket else None,
     )
+    worker = FINDINGS.get("websocket/worker")
+    if worker is not None:
+        add(
+            "WebSocket, toolcall_lens_worker=true: >= 90% of the same mitmdump without the addon",
+            f"{worker * 100:.0f}%",
+            worker >= 0.9,
+        )
     memory = FINDINGS.get("memory")
     if memory:
         for key, label in (("identity", "identity"), ("every", "every strategy")):

@@ -13,7 +13,7 @@ from lab import proxy_argv, start_fake_provider, start_proxy
 from websockets.sync.client import connect
 
 from .report import FINDINGS, heading, rate, table
-from .traffic import ADDON, ADDONS, cpu_seconds
+from .traffic import ADDON, ADDONS, children_cpu_seconds, cpu_seconds
 
 
 def ws_run(port: int, responses: int) -> tuple[float, int]:
@@ -43,50 +43,56 @@ def bench_websocket(args) -> None:
     repeats = args.repeats or (2 if args.quick else 7)
     heading(f"WebSocket: messages per second through mitmdump ({responses} responses a connection)")
     provider, provider_port = start_fake_provider(delay=0)
-    contenders = {
-        "mitmdump, no script": (),
-        "mitmdump + an empty websocket_message hook": (ADDONS / "ws_empty.py",),
-        "mitmdump + the core alone (Connection)": (ADDONS / "ws_bare.py",),
-        "mitmdump + addon": (ADDON,),
+    contenders = {  # scripts, options
+        "mitmdump, no script": ((), ()),
+        "mitmdump + an empty websocket_message hook": ((ADDONS / "ws_empty.py",), ()),
+        "mitmdump + the core alone (Connection)": ((ADDONS / "ws_bare.py",), ()),
+        "mitmdump + addon": ((ADDON,), ()),
+        "mitmdump + addon, worker": ((ADDON,), ("toolcall_lens_worker=true",)),
     }
     proxies = {}
     try:
-        for name, scripts in contenders.items():
-            proxies[name] = start_proxy(proxy_argv(provider_port, scripts=scripts), name)
+        for name, (scripts, options) in contenders.items():
+            proxies[name] = start_proxy(proxy_argv(provider_port, *options, scripts=scripts), name)
         direct = [ws_run(provider_port, responses) for _ in range(repeats)]
-        runs: dict[str, list[tuple[float, int, float]]] = {name: [] for name in contenders}
+        runs: dict[str, list[tuple[float, int, float, float]]] = {name: [] for name in contenders}
         for _ in range(repeats):
             for name, (process, port) in proxies.items():  # interleaved: drift hits both alike
-                before = cpu_seconds(process.popen.pid)
+                before = cpu_seconds(process.popen.pid), children_cpu_seconds(process.popen.pid)
                 seconds, received = ws_run(port, responses)
-                runs[name].append((seconds, received, cpu_seconds(process.popen.pid) - before))
+                after = cpu_seconds(process.popen.pid), children_cpu_seconds(process.popen.pid)
+                runs[name].append((seconds, received, after[0] - before[0], after[1] - before[1]))
     finally:
         for process, _ in proxies.values():
             process.stop()
         provider.stop()
     rows = []
     direct_rate = statistics.median(n / s for s, n in direct)
-    rows.append(["direct (no proxy)", rate(direct_rate), "-", "-", "-"])
+    rows.append(["direct (no proxy)", rate(direct_rate), "-", "-", "-", "-"])
     base_rate = None
+    shares = {}
     for name, measured in runs.items():
-        per_second = statistics.median(n / s for s, n, _ in measured)
-        cpu_us = statistics.median(c / n * 1e6 for _, n, c in measured)
+        per_second = statistics.median(n / s for s, n, _, _ in measured)
+        cpu_us = statistics.median(c / n * 1e6 for _, n, c, _ in measured)
+        worker_us = statistics.median(w / n * 1e6 for _, n, _, w in measured)
         base_rate = base_rate or per_second
+        shares[name] = per_second / base_rate
         rows.append(
             [
                 name,
                 rate(per_second),
-                f"{per_second / base_rate * 100:.0f}%",
+                f"{shares[name] * 100:.0f}%",
                 f"{cpu_us:.0f}",
+                f"{worker_us:.0f}" if worker_us else "-",
                 str(measured[0][1]),
             ]
         )
     print(
         table(
-            ["path", "messages/s (median)", "vs no script", "proxy CPU us/message", "messages"],
+            ["path", "messages/s (median)", "vs no script", "proxy CPU us/message", "worker CPU", "messages"],
             rows,
-            {1, 2, 3, 4},
+            {1, 2, 3, 4, 5},
         )
     )
-    with_addon = statistics.median(n / s for s, n, _ in runs["mitmdump + addon"])
-    FINDINGS["websocket"] = with_addon / base_rate
+    FINDINGS["websocket"] = shares["mitmdump + addon"]
+    FINDINGS["websocket/worker"] = shares["mitmdump + addon, worker"]

@@ -114,15 +114,21 @@ def realtime_conversation(port, case, scenario="realtime-cancel", cancel=False):
     return got
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    """All the traffic through one mitmdump, and the same conversations held directly for comparison."""
+@pytest.fixture(scope="module", params=[False, True], ids=["in-proxy", "worker"])
+def session(request, tmp_path_factory):
+    """All the traffic through one mitmdump, and the same conversations held directly for comparison;
+    twice: analysed in the proxy, and in its worker process (toolcall_lens_worker)."""
     folder = tmp_path_factory.mktemp("e2e-websocket")
     dump, jsonl = folder / "flows.mitm", folder / "records.jsonl"
     provider, provider_port = start_fake_provider(delay=0.001)
     seen: dict[str, dict] = {}
     try:
-        proxy, port = start_mitmdump(provider_port, dump, f"toolcall_lens_jsonl={jsonl}")
+        proxy, port = start_mitmdump(
+            provider_port,
+            dump,
+            f"toolcall_lens_jsonl={jsonl}",
+            f"toolcall_lens_worker={str(request.param).lower()}",
+        )
         try:
             for where, target in (("proxied", port), ("direct", provider_port)):
                 seen.setdefault("responses", {})[where] = responses_conversation(target, "responses")
@@ -169,6 +175,10 @@ def session(tmp_path_factory):
             ws.send(json.dumps({"type": "response.create", "model": "interleaved"}))
             ws.recv(timeout=20)
             ws.socket.close()  # no close frame: the TCP connection just ends
+            # Its end is analysed before the proxy stops (in the worker, its result comes a moment later).
+            proxy.wait_for(
+                r"WebSocket .* response 1: openai-responses interleaved: no calls.*truncated-stream"
+            )
         finally:
             proxy.stop()
     finally:

@@ -7,6 +7,7 @@ a worker that stops answering, and one flow's fault, which stays that flow's."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import http.client
 import json
@@ -57,7 +58,8 @@ def records(path: Path) -> dict[str, dict]:
 
 
 def comparable(result: dict) -> dict:
-    """A result without what differs from run to run: times, durations and the session's random id."""
+    """A result (or a connection's record) without what differs from run to run: times, durations and the
+    session's random id."""
 
     def strip(value):
         if isinstance(value, dict):
@@ -67,8 +69,8 @@ def comparable(result: dict) -> dict:
         return value
 
     result = strip(result)
-    if isinstance(result, dict):
-        result.get("session", {}).pop("id", None)
+    for one in result.get("responses", [result]) if isinstance(result, dict) else ():
+        one.get("session", {}).pop("id", None)
     return result
 
 
@@ -411,3 +413,200 @@ def test_a_live_update_pending_when_the_worker_dies_is_dropped_without_an_error(
     assert errors == []
     (warning,) = flow.metadata["toolcall_lens"]["warnings"]
     assert warning["code"] == "internal-error" and "the analysis worker exited" in warning["message"]
+
+
+# -- WebSocket connections in the worker -----------------------------------------------------------------------
+
+
+def conversation(lens, flow, turns: int) -> None:
+    """``turns`` Responses turns on one connection, each answering the calls of the one before (every
+    third leaves one unanswered), the odd ones' calls interleaved; the last left unanswered."""
+    from websocket_turns import answer, response_events, send
+
+    for n in range(turns):
+        create = answer(f"r{n - 1}", 2) if n else {"type": "response.create", "model": "m"}
+        if n % 3 == 2:
+            create["input"] = create["input"][:1]
+        send(lens, flow, True, create)
+        for event in response_events(f"r{n}", 2, interleaved=n % 2 == 1):
+            send(lens, flow, False, event)
+
+
+async def a_connection(worker: bool, turns: int, keep: int, pause: float = 0.0):
+    """One connection through the addon's hooks on this event loop: (the flow, the watch, the records it
+    had on the flow before its end, what websocket_end returned)."""
+    from websocket_turns import ws_flow
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_worker=worker, toolcall_lens_websocket_keep=keep)
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        watch = lens.sockets[flow.id]
+        conversation(lens, flow, turns)
+        await asyncio.sleep(pause)  # batches shipped by their timer, answers read
+        before = len(flow.metadata.get("toolcall_lens", {}).get("responses", ()))
+        ended = lens.websocket_end(flow)
+        if ended is not None:
+            await ended
+        lens.done()
+    return flow, watch, before, ended
+
+
+def test_a_connection_analysed_in_the_worker_gets_the_record_it_gets_in_the_proxy():
+    # 40 turns (520 messages): batches shipped as they fill and by the timer, settled results coming
+    # back mid-connection, the stored messages trimmed (the note goes to the worker), the end awaited.
+    async def both():  # on one loop: mitmproxy's log handler outlives a test master
+        return [await a_connection(worker, 40, keep=50, pause=0.5) for worker in (True, False)]
+
+    (flow, watch, before, ended), (local, local_watch, _, local_ended) = asyncio.run(
+        asyncio.wait_for(both(), 60)
+    )
+    assert watch.remote and not local_watch.remote
+    assert ended is not None and local_ended is None  # the worker's end is awaited, mitmproxy's way
+    assert before >= 38  # settled in the worker and shown while the connection ran
+    record, expected = flow.metadata["toolcall_lens"], local.metadata["toolcall_lens"]
+    assert comparable(record) == comparable(expected)
+    assert len(record["responses"]) == 40 and record["connection"]["messages"]["server"] == 40 * 10
+    codes = [w["code"] for w in record["connection"]["warnings"]]
+    assert codes == ["websocket-messages-trimmed"] and record["connection"]["trimmed"] == 440 - len(
+        flow.websocket.messages
+    )
+    unanswered = [r["websocket"]["position"] for r in record["responses"] if "unanswered-call" in
+                  [w["code"] for w in r["warnings"]]]  # fmt: skip
+    assert unanswered == [2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 32, 35, 38]
+    assert flow.comment == local.comment and flow.marked == local.marked
+    assert len(flow.websocket.messages) == len(local.websocket.messages) < 100
+
+
+def test_a_connection_whose_worker_dies_keeps_what_settled_and_says_the_rest_was_lost():
+    from websocket_turns import send, ws_flow
+
+    async def go():
+        lens = addon_module.ToolcallLens()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True)
+            flow = ws_flow()
+            lens.websocket_start(flow)
+            conversation(lens, flow, 3)
+            await asyncio.sleep(0.5)  # shipped by the timer; the two answered turns settled
+            assert len(flow.metadata["toolcall_lens"]["responses"]) == 2
+            process = lens.worker.process
+            process.kill()
+            while lens.worker.alive:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            message = send(lens, flow, False, {"type": "response.created", "response": {"id": "r9"}})
+            assert not message.dropped and lens.sockets[flow.id].held == []  # no longer held: nothing to do
+            ended = lens.websocket_end(flow)
+            await ended
+            # The next connection starts a new worker, and is analysed there.
+            again = ws_flow()
+            lens.websocket_start(again)
+            conversation(lens, again, 2)
+            await lens.websocket_end(again)
+            assert lens.worker.started == 2
+            lens.done()
+        return flow, again
+
+    flow, again = asyncio.run(asyncio.wait_for(go(), 60))
+    record = flow.metadata["toolcall_lens"]
+    assert [r["websocket"]["position"] for r in record["responses"]] == [1, 2]
+    (warning,) = record["connection"]["warnings"]
+    assert warning["code"] == "internal-error" and "the analysis worker exited" in warning["message"]
+    assert flow.marked and "internal-error" in flow.comment
+    assert len(again.metadata["toolcall_lens"]["responses"]) == 2
+    assert again.metadata["toolcall_lens"]["connection"]["warnings"] == []
+
+
+def test_a_connection_the_worker_cannot_analyse_fails_alone():
+    # A connection whose limits the worker refuses (as one flow's fault): an internal-error on it, no
+    # result; the connection beside it is analysed as ever.
+    from websocket_turns import response_events
+
+    from toolcall_lens.websocket import RemoteSocketWatch
+
+    turn = [json.dumps({"type": "response.create", "model": "m"}).encode()]
+    turn += [json.dumps(event).encode() for event in response_events("r1", 2, interleaved=True)]
+
+    async def go(worker):
+        limits = dataclasses.asdict(DEFAULT_LIMITS)
+        limits["strategies"] = ("no-such-strategy",)
+        key = worker._open(worker_module.CONNECT, ("openai-responses", "/v1/responses", limits, None), None)
+        broken = worker_module.RemoteConnection(worker, key, "openai-responses", "/v1/responses")
+        good = worker.connect("openai-responses", "/v1/responses", DEFAULT_LIMITS)
+        said = []
+        later = asyncio.get_running_loop().call_later
+        watches = [RemoteSocketWatch(c, 0, later, said.append) for c in (broken, good)]
+        for watch in watches:
+            watch.held = [(i == 0, content, True, 1.0 + i) for i, content in enumerate(turn)]
+            watch.feed_held()
+        ended = [await watch.finish_remote(9.0, None) for watch in watches]
+        for watch in watches:
+            watch.refresh([])
+        return watches, ended, said
+
+    out = []
+    with_worker(lambda worker: _keep(out, go(worker)))
+    (broken, good), (broken_ended, good_ended), said = out[0]
+    assert said == []  # nothing settled before the end
+    assert broken_ended == [] and broken.failure and "no-such-strategy" in broken.failure
+    (warning,) = broken.record["connection"]["warnings"]
+    assert warning["code"] == "internal-error" and "no-such-strategy" in warning["message"]
+    (result,) = good_ended
+    assert good.failure is None and good.record["responses"] == [result]
+    assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"n": 0}', '{"n": 1}']
+
+
+async def _keep(out: list, coroutine) -> None:
+    out.append(await coroutine)
+
+
+def test_results_analysed_in_the_worker_come_back_priced_with_the_proxys_prices(monkeypatch, tmp_path):
+    # The worker prices what it analyses (genai-prices costs 50-80 us a response): with the price file the
+    # proxy was given, as of the request's time. The proxy's own pricing is not called at all.
+    from test_addon import llm_flow
+    from websocket_turns import send, ws_flow
+
+    from accumulator.cost import Prices
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"gpt-test": {"input_mtok": 2, "output_mtok": 8}}))
+    in_proxy = []
+    original = Prices.cost
+    monkeypatch.setattr(Prices, "cost", lambda self, *a, **k: in_proxy.append(1) or original(self, *a, **k))
+    usage = chunk(usage={"prompt_tokens": 1000, "completion_tokens": 500})
+    usage["choices"] = []
+    stream = CHAT[: -len(b"data: [DONE]\n\n")] + sse(usage)
+    lens = addon_module.ToolcallLens()
+
+    async def go():
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True, toolcall_lens_prices=str(prices))
+            flow = llm_flow()
+            lens.request(flow)
+            lens.responseheaders(flow)
+            flow.response.stream(stream)
+            flow.response.stream(b"")
+            await lens.response(flow)
+            socket = ws_flow()
+            lens.websocket_start(socket)
+            send(lens, socket, True, {"type": "response.create", "model": "gpt-test"})
+            send(
+                lens,
+                socket,
+                False,
+                {"type": "response.created", "response": {"id": "r1", "model": "gpt-test"}},
+            )
+            done = {"id": "r1", "status": "completed", "usage": {"input_tokens": 1000, "output_tokens": 500}}
+            send(lens, socket, False, {"type": "response.completed", "response": done})
+            await lens.websocket_end(socket)
+            lens.done()
+        return flow, socket
+
+    flow, socket = asyncio.run(asyncio.wait_for(go(), 60))
+    (response,) = socket.metadata["toolcall_lens"]["responses"]
+    for result in (flow.metadata["toolcall_lens"], response):
+        assert result["cost"]["total"] == pytest.approx(1000 * 2e-6 + 500 * 8e-6)
+        assert result["cost"]["price"]["source"] == f"price file {prices}"
+    assert in_proxy == []
