@@ -226,6 +226,23 @@ def test_a_stream_fed_through_the_worker_ends_as_it_does_in_the_proxy_and_shows_
     with_worker(go)
 
 
+def test_the_worker_outlives_a_ctrl_c_to_the_proxys_process_group_and_ends_with_its_input():
+    # Ctrl-C in a terminal reaches every process of the group: the proxy finishes the flows the worker
+    # holds before it stops, so the worker must still answer them; it ends when its input does.
+    async def go(worker):
+        await chat_result(open_chat(worker))  # the worker is up (a signal while Python starts kills it)
+        remote = open_chat(worker)
+        process = worker.process
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            os.kill(process.pid, sig)
+        result = await chat_result(remote)
+        assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        worker.stop()
+        assert process.returncode == 0
+
+    with_worker(go)
+
+
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
