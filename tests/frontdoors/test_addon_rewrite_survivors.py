@@ -433,6 +433,27 @@ def test_each_settled_response_of_a_connection_is_logged_at_its_level(lens, capl
     ]
 
 
+def test_responses_settled_together_share_a_record_per_run_of_one_level_each_its_own_line(lens, caplog):
+    # At the end four responses settle at once: one log record per run of the same level, in order.
+    from accumulator.report import summary_line
+
+    caplog.set_level(logging.INFO, logger="toolcall_lens")
+    flow = ws_flow()
+    lens.websocket_start(flow)
+    for rid in ("r1", "r2"):
+        a_turn(lens, flow, rid, calls=1)  # a call each, its evidence awaited until the end
+    send(lens, flow, True, {"type": "response.create", "model": "m"})
+    send(lens, flow, False, response_events("r3", 1)[0])  # cut short by the end: a warning
+    caplog.clear()
+    lens.websocket_end(flow)
+    results = flow.metadata["toolcall_lens"]["responses"]
+    url = flow.request.pretty_url
+    lines = [
+        f"toolcall-lens WebSocket {url} response {n}: {summary_line(r)}" for n, r in enumerate(results, 1)
+    ]
+    assert lens_records(caplog) == [(logging.INFO, "\n".join(lines[:2])), (logging.WARNING, lines[2])]
+
+
 def test_each_settled_response_of_a_connection_gets_its_jsonl_record(lens, tmp_path):
     path = tmp_path / "llm.jsonl"
     lens.tctx.configure(lens, toolcall_lens_jsonl=str(path))
