@@ -59,9 +59,10 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      ("A JSON price file, model name -> {input_mtok, output_mtok, cache_read_mtok, cache_write_mtok} (USD per "
       "million tokens), used before the genai-prices library's own prices for the models it names.")),
     ("worker", bool, False,
-     ("Analyse HTTP streams in a worker process: the proxy's thread only hands each chunk on, and a flow's "
-      "end waits for its result there without stopping other flows. Rewritten streams and WebSocket "
-      "connections are analysed in the proxy as before.")),
+     ("Analyse HTTP streams, and WebSocket connections whose path names their format, in a worker "
+      "process: the proxy's thread only hands each chunk or message on, and a flow's end waits for its "
+      "result there without stopping other flows. Rewritten streams and connections are analysed in the "
+      "proxy as before.")),
     ("otlp_endpoint", str, "",
      ("Send one OpenTelemetry GenAI span per LLM response to this OTLP/HTTP collector (e.g. "
       "http://127.0.0.1:4318); empty: no export. Needs the 'otel' extra.")),

@@ -230,6 +230,8 @@ class AnalysisWorker:
                 raise WorkerGone(
                     f"{self.dead_starts} workers in a row ended before answering anything ({self.gone})"
                 )
+            if sys.platform == "win32":
+                raise WorkerGone("not on Windows, where mitmproxy's event loop cannot watch a pipe")
             if not self.alive:
                 self._start()
             if prices is not None and prices is not self._prices:  # the option changed, or a new worker
@@ -271,7 +273,15 @@ class AnalysisWorker:
         self._prices = None  # the prices this worker was given
         self.gone = None
         self._answered = False
+        try:
+            self._watch_pipes()
+        except BaseException:
+            self._close()  # a worker whose answers cannot be read is no worker
+            raise
         logger.info("toolcall-lens: analysis worker started (pid %d)", self.process.pid)
+
+    def _watch_pipes(self) -> None:
+        assert self.process is not None
         for pipe in (self.process.stdin, self.process.stdout):
             try:
                 import fcntl

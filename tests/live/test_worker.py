@@ -305,6 +305,35 @@ def test_a_worker_that_cannot_run_is_given_up_after_three_starts_and_the_proxy_a
     assert len(given_up) == 1 and "3 workers in a row ended before answering anything" in given_up[0]
 
 
+def test_an_event_loop_that_cannot_watch_the_workers_pipe_leaves_no_worker_behind(caplog):
+    # As on Windows, whose event loop has no add_reader: the worker started is stopped again at once, and
+    # the flow is analysed in the proxy (said in the log).
+    async def go(worker):
+        def refuse(*args):
+            raise NotImplementedError
+
+        asyncio.get_running_loop().add_reader = refuse
+        assert open_chat(worker) is None
+        assert worker.started == 1 and worker.process is None and children(os.getpid()) == []
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        with_worker(go)
+    assert any("no analysis worker (NotImplementedError" in r.message for r in caplog.records)
+
+
+def test_on_windows_no_worker_is_started(monkeypatch, caplog):
+    monkeypatch.setattr(worker_module.sys, "platform", "win32")
+
+    async def go(worker):
+        assert open_chat(worker) is None and open_chat(worker) is None
+        assert worker.started == 0
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        with_worker(go)
+    (said,) = [r.message for r in caplog.records if "no analysis worker" in r.message]  # once
+    assert "not on Windows" in said
+
+
 def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_on():
     async def go(worker):
         good = open_chat(worker)
