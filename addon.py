@@ -50,6 +50,14 @@ logger = logging.getLogger("toolcall_lens")
 __all__ = ["METADATA_KEY", "REDACTED", "RewriteWatch", "StreamWatch", "ToolcallLens", "redact_credentials"]
 
 
+# Seconds the proxy's end waits for the flows still awaiting the worker's answer (mitmproxy saves a dump's
+# flows after this addon's hooks: a flow that ended just before Ctrl-C is then saved annotated).
+DONE_WAIT = 5.0
+# Seconds an LLM request waits, at most, for the results of earlier streams still on their way from the
+# worker, so that its echoes of their calls are checked (a wait only while such results are pending).
+ECHO_WAIT = 2.0
+
+
 class ToolcallLens:
     def __init__(self) -> None:
         self.watches: dict[str, StreamWatch | RewriteWatch] = {}  # flow id -> its callable, until it ends
@@ -68,6 +76,8 @@ class ToolcallLens:
         self.otlp: SpanExport | None = None
         # The worker process of toolcall_lens_worker, started at its first flow.
         self.worker = AnalysisWorker()
+        # flows whose end awaits the worker's answer -> done once it is annotated
+        self.ending: dict[str, asyncio.Future] = {}
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -97,15 +107,27 @@ class ToolcallLens:
 
     # -- hooks ---------------------------------------------------------------------------------------------
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
         found = formats.path_format(flow.request.path)
         if found is None or not self._host_watched(flow):
-            return
+            return None
+        if self.ending:  # an earlier stream's result is on its way from the worker: its calls are checked too
+            return self._request_when_answered(flow, found[0])
+        self._examine(flow, found[0])
+        return None
+
+    async def _request_when_answered(self, flow: http.HTTPFlow, format: str) -> None:
+        # A client that reads a stream to its last event sends its follow-up as mitmproxy takes the
+        # stream's end: the follow-up waits for the results on their way (ECHO_WAIT at most).
+        await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
+        self._examine(flow, format)
+
+    def _examine(self, flow: http.HTTPFlow, format: str) -> None:
         try:
             body = decoded(flow.request.get_content(strict=False))
-            self.turn_facts[flow.id] = asked(body, found[0])
-            echoes, evidence = self.observed.examine(body, found[0])
+            self.turn_facts[flow.id] = asked(body, format)
+            echoes, evidence = self.observed.examine(body, format)
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
             # The result still says a check was tried, and why it has nothing to say.
@@ -246,10 +268,27 @@ class ToolcallLens:
 
     async def _end_remote_socket(self, flow: http.HTTPFlow, watch, now: float | None, closed: dict) -> None:
         """A connection analysed in the worker: annotated once its last results are back."""
-        settled = await watch.finish_remote(now, closed)
-        self._annotate_connection(flow, watch, settled)
+        annotated = self.ending[flow.id] = asyncio.get_running_loop().create_future()
+        try:
+            settled = await watch.finish_remote(now, closed)
+            self._annotate_connection(flow, watch, settled)
+        finally:
+            del self.ending[flow.id]
+            annotated.set_result(None)
 
-    def done(self) -> None:
+    def done(self) -> Awaitable[None] | None:
+        if self.ending:  # the proxy stops (Ctrl-C) as flows await the worker: they are annotated first
+            return self._done_when_answered()
+        self._done()
+        return None
+
+    async def _done_when_answered(self) -> None:
+        await asyncio.wait(list(self.ending.values()), timeout=DONE_WAIT)
+        for _ in range(3):  # the same hook of the addons after this one (the dump's) then runs for them
+            await asyncio.sleep(0)
+        self._done()
+
+    def _done(self) -> None:
         self.worker.stop()
         self.sockets.clear()
         self.watches.clear()
@@ -555,8 +594,13 @@ class ToolcallLens:
 
     async def _finish_remote(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         """A stream analysed in the worker: annotated once its result is back."""
-        result, body = await watch.finish_remote()
-        self._finished(flow, watch, result, body)
+        annotated = self.ending[flow.id] = asyncio.get_running_loop().create_future()
+        try:
+            result, body = await watch.finish_remote()
+            self._finished(flow, watch, result, body)
+        finally:
+            del self.ending[flow.id]
+            annotated.set_result(None)
 
     def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
         if watch.body_cap and flow.response is not None:

@@ -172,8 +172,8 @@ def serve(stdin, stdout) -> None:
 
 
 def main() -> None:
-    # Ctrl-C in a terminal, or a SIGTERM to the proxy's process group, reaches the worker too: it lets the
-    # proxy finish the flows it holds, and ends when the proxy closes its input (or dies).
+    # A signal meant for the proxy (its own session keeps the terminal's and the group's away) must not end
+    # the worker either: it lets the proxy finish the flows it holds, and ends when its input does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     serve(sys.stdin.buffer, sys.stdout.buffer)
@@ -268,6 +268,9 @@ class AnalysisWorker:
             stdout=subprocess.PIPE,
             env=env,
             cwd=root,
+            # Its own session: Ctrl-C in a terminal, or a SIGTERM to the proxy's process group, does not
+            # reach it, so the proxy can finish the flows it holds as it stops. It ends with its input.
+            start_new_session=True,
         )
         self.started += 1
         self._prices = None  # the prices this worker was given

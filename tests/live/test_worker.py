@@ -233,6 +233,7 @@ def test_the_worker_outlives_a_ctrl_c_to_the_proxys_process_group_and_ends_with_
         await chat_result(open_chat(worker))  # the worker is up (a signal while Python starts kills it)
         remote = open_chat(worker)
         process = worker.process
+        assert os.getsid(process.pid) != os.getsid(0)  # the terminal's Ctrl-C goes to the proxy's alone
         for sig in (signal.SIGINT, signal.SIGTERM):
             os.kill(process.pid, sig)
         result = await chat_result(remote)
@@ -313,8 +314,9 @@ def test_an_event_loop_that_cannot_watch_the_workers_pipe_leaves_no_worker_behin
             raise NotImplementedError
 
         asyncio.get_running_loop().add_reader = refuse
+        before = set(children(os.getpid()))
         assert open_chat(worker) is None
-        assert worker.started == 1 and worker.process is None and children(os.getpid()) == []
+        assert worker.started == 1 and worker.process is None and set(children(os.getpid())) == before
 
     with caplog.at_level("WARNING", logger="toolcall_lens"):
         with_worker(go)
@@ -656,3 +658,43 @@ def test_results_analysed_in_the_worker_come_back_priced_with_the_proxys_prices(
         assert result["cost"]["total"] == pytest.approx(1000 * 2e-6 + 500 * 8e-6)
         assert result["cost"]["price"]["source"] == f"price file {prices}"
     assert in_proxy == []
+
+
+def test_a_follow_up_sent_before_the_earlier_result_is_back_waits_for_it_and_the_proxys_end_waits_too():
+    # A client reads a stream to its last event and sends its follow-up while the worker still analyses
+    # that stream: the follow-up's echo check waits for the result (as it never has to in the proxy); and
+    # a proxy stopped meanwhile (Ctrl-C) annotates the flows on their way before it ends.
+    from test_addon import CLEAN, PRODUCTION, PRODUCTION_CALLS, chat_turn, llm_flow
+
+    lens = addon_module.ToolcallLens()
+
+    async def go():
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True)
+            earlier = llm_flow()
+            lens.request(earlier)
+            lens.responseheaders(earlier)
+            earlier.response.stream(PRODUCTION)
+            earlier.response.stream(b"")
+            ending = asyncio.ensure_future(lens.response(earlier))  # as mitmproxy runs the hook
+            await asyncio.sleep(0)
+            assert earlier.id in lens.ending and "toolcall_lens" not in earlier.metadata
+            follow_up = llm_flow(request=chat_turn(PRODUCTION_CALLS, ["call_abc", "call_xyz"]))
+            waiting = lens.request(follow_up)
+            assert waiting is not None
+            await waiting
+            assert "toolcall_lens" in earlier.metadata and ending.done()
+            lens.responseheaders(follow_up)
+            follow_up.response.stream(CLEAN)
+            follow_up.response.stream(b"")
+            last = asyncio.ensure_future(lens.response(follow_up))
+            await asyncio.sleep(0)
+            stopping = lens.done()  # the proxy stops while the follow-up's result is on its way
+            assert stopping is not None and lens.worker.alive
+            await stopping
+            assert last.done() and not lens.worker.alive
+        return earlier, follow_up
+
+    earlier, follow_up = asyncio.run(asyncio.wait_for(go(), 60))
+    assert follow_up.metadata["toolcall_lens"]["evidence"]["earlier_flows"] == [earlier.id]
+    assert follow_up.metadata["toolcall_lens"]["evidence"]["matched"] == 2
