@@ -58,7 +58,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("prices", str, "",
      ("A JSON price file, model name -> {input_mtok, output_mtok, cache_read_mtok, cache_write_mtok} (USD per "
       "million tokens), used before the genai-prices library's own prices for the models it names.")),
-    ("worker", bool, False,
+    ("worker", bool, True,
      ("Analyse HTTP streams, and WebSocket connections whose path names their format, in a worker "
       "process: the proxy's thread only hands each chunk or message on, and a flow's end waits for its "
       "result there without stopping other flows. Rewritten streams and connections are analysed in the "

@@ -36,8 +36,9 @@ def bench_soak(args) -> None:
         next to addon.py reads the ToolcallLens instance (ctx.master.addons.get("toolcalllens")): GET
         {STATE_PATH} through the proxy answers its state without going upstream, after a gc.collect():
         watches (per-flow stream callables), echo (pending echo warnings), observed (the echo index),
-        accumulators alive (StreamAccumulator objects in the heap), flows alive (HTTPFlow objects in the
-        heap), annotated (flows the addon annotated). RSS = mitmdump's VmRSS. Sampled every {every} flows
+        accumulators alive (StreamAccumulator objects in the proxy's heap; at the defaults they live in the
+        analysis worker, whose memory is in the RSS), flows alive (HTTPFlow objects in the
+        heap), annotated (flows the addon annotated). RSS = mitmdump's VmRSS with its analysis worker's. Sampled every {every} flows
         while the other clients keep going (so a few flows are in flight), and once more when all are
         done.""")
     )
@@ -70,7 +71,7 @@ def bench_soak(args) -> None:
                 HEADERS,
             )
 
-        samples = [(0, rss_bytes(pid), state(), 0.0)]
+        samples = [(0, rss_bytes(pid, with_children=True), state(), 0.0)]
         counter = itertools.count(1)
         lock = threading.Lock()
         failures: list[str] = []
@@ -89,7 +90,14 @@ def bench_soak(args) -> None:
                         done[0] += 1
                         sample = done[0] % every == 0 and done[0] < flows
                     if sample:
-                        samples.append((done[0], rss_bytes(pid), state(), time.perf_counter() - start))
+                        samples.append(
+                            (
+                                done[0],
+                                rss_bytes(pid, with_children=True),
+                                state(),
+                                time.perf_counter() - start,
+                            )
+                        )
             except Exception as exc:  # noqa: BLE001 - reported below
                 failures.append(repr(exc))
             finally:
@@ -102,7 +110,7 @@ def bench_soak(args) -> None:
             thread.join()
         elapsed = time.perf_counter() - start
         final = state()
-        samples.append((done[0], rss_bytes(pid), final, elapsed))
+        samples.append((done[0], rss_bytes(pid, with_children=True), final, elapsed))
         line = proxy.wait_for(rf"toolcall-lens-state .*annotated={final['annotated']}\b").group(0)
         rows = [
             [

@@ -60,8 +60,15 @@ def children_cpu_seconds(pid: int) -> float:
     return total
 
 
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+def rss_bytes(pid: int, with_children: bool = False) -> int:
+    """VmRSS of the process (and, with ``with_children``, of its children: an addon's worker process)."""
+    total = 0
+    for one in [pid, *(children(pid) if with_children else ())]:
+        try:
+            status = Path(f"/proc/{one}/status").read_text()
+        except OSError:  # a child that just ended
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total

@@ -48,7 +48,7 @@ def bench_websocket(args) -> None:
         "mitmdump + an empty websocket_message hook": ((ADDONS / "ws_empty.py",), ()),
         "mitmdump + the core alone (Connection)": ((ADDONS / "ws_bare.py",), ()),
         "mitmdump + addon": ((ADDON,), ()),
-        "mitmdump + addon, worker": ((ADDON,), ("toolcall_lens_worker=true",)),
+        "mitmdump + addon, in the proxy": ((ADDON,), ("toolcall_lens_worker=false",)),
     }
     proxies = {}
     try:
@@ -95,4 +95,4 @@ def bench_websocket(args) -> None:
         )
     )
     FINDINGS["websocket"] = shares["mitmdump + addon"]
-    FINDINGS["websocket/worker"] = shares["mitmdump + addon, worker"]
+    FINDINGS["websocket/in-proxy"] = shares["mitmdump + addon, in the proxy"]

@@ -308,7 +308,8 @@ def test_a_rewritten_connection_obeys_the_call_cap():
 
 
 def on_a_loop(steps):
-    """Run ``steps`` (the hooks) inside a running event loop, then let the loop run its timers."""
+    """Run ``steps`` (the hooks) inside a running event loop, then let the loop run its timers. (The
+    tests that use it configure the analysis in the proxy: tests/live/test_worker.py has the worker's.)"""
 
     async def main():
         steps()
@@ -329,7 +330,9 @@ def test_on_an_event_loop_messages_are_fed_after_the_hooks_and_mitmweb_told(capl
     caplog.set_level(logging.WARNING, logger="toolcall_lens")
     lens, updates = addon_module.ToolcallLens(), Updates()
     with taddons.context(lens, updates) as tctx:
-        tctx.configure(lens, toolcall_lens_live_updates=0, toolcall_lens_websocket_keep=4)
+        tctx.configure(
+            lens, toolcall_lens_live_updates=0, toolcall_lens_websocket_keep=4, toolcall_lens_worker=False
+        )
         flow = ws_flow()
         seen = {}
 
@@ -352,7 +355,7 @@ def test_on_an_event_loop_a_failed_annotation_is_logged_and_the_traffic_goes_on(
     caplog.set_level(logging.WARNING, logger="toolcall_lens")
     lens = addon_module.ToolcallLens()
     with taddons.context(lens) as tctx:
-        tctx.configure(lens, toolcall_lens_live_updates=0)
+        tctx.configure(lens, toolcall_lens_live_updates=0, toolcall_lens_worker=False)
         monkeypatch.setattr(lens, "observed", Failing(lens.observed, "record", RuntimeError("core bug")))
         flow = ws_flow()
 
@@ -375,7 +378,7 @@ def test_a_live_update_feeds_the_held_messages_and_annotates_what_they_settle(mo
     monkeypatch.setattr(addon_module.time, "time", lambda: now[0])
     lens = addon_module.ToolcallLens()
     with taddons.context(lens) as tctx:
-        tctx.configure(lens, toolcall_lens_live_updates=2)  # every 0.5 s
+        tctx.configure(lens, toolcall_lens_live_updates=2, toolcall_lens_worker=False)  # every 0.5 s
         flow = ws_flow()
         seen = []
 

@@ -20,7 +20,8 @@ HEADERS = (
     "== core: memory of one accumulator",
     "== proxy: throughput, long streams",
     "core off-process: the bare core",
-    "addon.py, worker: addon.py with toolcall_lens_worker=true",
+    "addon.py: addon.py at its defaults (toolcall_lens_worker=true)",
+    "addon.py, in the proxy: toolcall_lens_worker=false",
     "Added CPU per event inside mitmdump",
     "== proxy: throughput, short flows",
     "== proxy: latency added per event",
@@ -29,6 +30,7 @@ HEADERS = (
     "toolcall-lens-state watches=",
     "== WebSocket: messages per second through mitmdump",
     "mitmdump + the core alone (Connection)",
+    "mitmdump + addon, in the proxy",
     "== targets",
 )
 
