@@ -698,3 +698,54 @@ def test_a_follow_up_sent_before_the_earlier_result_is_back_waits_for_it_and_the
     earlier, follow_up = asyncio.run(asyncio.wait_for(go(), 60))
     assert follow_up.metadata["toolcall_lens"]["evidence"]["earlier_flows"] == [earlier.id]
     assert follow_up.metadata["toolcall_lens"]["evidence"]["matched"] == 2
+
+
+def test_a_connection_in_the_worker_shows_its_running_calls_live(monkeypatch):
+    # The live update ships what is held and asks the worker for a snapshot, shown when it comes (and
+    # mitmweb told); the record takes over once the response settles.
+    from mitmproxy import hooks
+    from websocket_turns import answer, response_events, send, ws_flow
+
+    now = [1000.0]
+    monkeypatch.setattr(addon_module.time, "time", lambda: now[0])
+    lens = addon_module.ToolcallLens()
+    updated = []
+
+    async def go():
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True, toolcall_lens_live_updates=2)
+            monkeypatch.setattr(
+                tctx.master.addons,
+                "trigger",
+                lambda event: updated.append(event.flows) if isinstance(event, hooks.UpdateHook) else None,
+            )
+            flow = ws_flow()
+            lens.websocket_start(flow)
+            send(lens, flow, True, {"type": "response.create", "model": "m"})
+            for event in response_events("r1", 2)[:5]:  # created, two calls added, a first fragment
+                now[0] += 0.6  # each one due for an update
+                send(lens, flow, False, event)
+                await asyncio.sleep(0.05)  # the snapshot's answer
+            live = flow.metadata["toolcall_lens_live"]
+            assert [c["name"] for c in live["running"][0]["choices"][0]["tool_calls"]] == ["tool_0", "tool_1"]
+            assert flow.comment.endswith("2 call(s) so far: tool_0, tool_1") and updated[-1] == [flow]
+            for event in response_events("r1", 2)[5:]:
+                send(lens, flow, False, event)
+            send(lens, flow, True, answer("r1", 2))
+            now[0] += 0.6
+            send(lens, flow, False, {"type": "response.created", "response": {"id": "r2"}})
+            await asyncio.sleep(0.1)
+            assert (
+                "toolcall_lens_live" not in flow.metadata
+                or flow.metadata["toolcall_lens_live"]["finished"] == 1
+            )
+            assert [r["websocket"]["position"] for r in flow.metadata["toolcall_lens"]["responses"]] == [1]
+            await lens.websocket_end(flow)
+            lens.done()
+        return flow
+
+    flow = asyncio.run(asyncio.wait_for(go(), 60))
+    assert "toolcall_lens_live" not in flow.metadata
+    assert flow.comment.startswith(
+        "openai-responses websocket: 2 responses (1 incomplete), calls: tool_0, tool_1"
+    )
