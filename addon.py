@@ -22,7 +22,7 @@ import asyncio
 import fnmatch
 import logging
 import time  # tests patch the clock the watches read through this module
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
@@ -56,6 +56,20 @@ DONE_WAIT = 5.0
 # Seconds an LLM request waits, at most, for the results of earlier streams still on their way from the
 # worker, so that its echoes of their calls are checked (a wait only while such results are pending).
 ECHO_WAIT = 2.0
+
+
+def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
+    """``show(snapshot)`` now; or, for a snapshot the worker is to send (a future), when it comes, if the
+    flow is still ``running`` then (a snapshot that never comes is dropped)."""
+    if not isinstance(snapshot, asyncio.Future):
+        show(snapshot)
+        return
+
+    def answered(answer: asyncio.Future) -> None:
+        if running() and not answer.cancelled() and not answer.exception():
+            show(answer.result())
+
+    snapshot.add_done_callback(answered)
 
 
 class ToolcallLens:
@@ -425,16 +439,11 @@ class ToolcallLens:
 
     def _progress(self, flow: http.HTTPFlow, watch: StreamWatch) -> None:
         """A running stream's calls so far, on the flow, and mitmweb told to show them."""
-        snapshot = watch.accumulator.snapshot()
-        if isinstance(snapshot, asyncio.Future):  # from the worker: shown when it comes, if still running
-
-            def show(answer: asyncio.Future) -> None:
-                if self.watches.get(flow.id) is watch and not answer.cancelled() and not answer.exception():
-                    self._show_progress(flow, answer.result())
-
-            snapshot.add_done_callback(show)
-            return
-        self._show_progress(flow, snapshot)
+        _when_answered(
+            watch.accumulator.snapshot(),
+            lambda: self.watches.get(flow.id) is watch,
+            lambda snapshot: self._show_progress(flow, snapshot),
+        )
 
     def _show_progress(self, flow: http.HTTPFlow, snapshot: dict | None) -> None:
         if snapshot is None:
@@ -543,16 +552,15 @@ class ToolcallLens:
 
     def _connection_progress(self, flow: http.HTTPFlow, watch: WebSocketWatch) -> None:
         snapshot = watch.connection.snapshot()
-        if isinstance(snapshot, asyncio.Future):  # from the worker: shown when it comes, if still running
-
-            def show(answer: asyncio.Future) -> None:
-                if self.sockets.get(flow.id) is watch and not answer.cancelled() and not answer.exception():
-                    self._show_connection_progress(flow, answer.result())
-                    ctx.master.addons.trigger(hooks.UpdateHook([flow]))
-
-            snapshot.add_done_callback(show)
+        if not isinstance(snapshot, asyncio.Future):  # in the hook: mitmproxy tells mitmweb after it
+            self._show_connection_progress(flow, snapshot)
             return
-        self._show_connection_progress(flow, snapshot)
+
+        def show(snapshot: dict | None) -> None:
+            self._show_connection_progress(flow, snapshot)
+            ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+
+        _when_answered(snapshot, lambda: self.sockets.get(flow.id) is watch, show)
 
     def _show_connection_progress(self, flow: http.HTTPFlow, snapshot: dict | None) -> None:
         if snapshot is None:
