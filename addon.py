@@ -58,6 +58,21 @@ DONE_WAIT = 5.0
 ECHO_WAIT = 2.0
 
 
+_SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}
+
+
+def _session_headers(headers) -> dict[str, str]:
+    """A request's session headers (``SESSION_HEADERS``) as a plain dict, its values as mitmproxy's
+    ``headers.get`` gives them, read in one pass over its fields (mitmproxy's lookup by name costs ~4 µs,
+    and a response is placed in its session by three)."""
+    found: dict[str, list[str]] = {}
+    for name, value in headers.fields:
+        known = _SESSION_NAMES.get(name.lower())
+        if known is not None:
+            found.setdefault(known, []).append(value.decode("utf-8", "surrogateescape"))
+    return {name: ", ".join(values) for name, values in found.items()}
+
+
 def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
     """``show(snapshot)`` now; or, for a snapshot the worker is to send (a future), when it comes, if the
     flow is still ``running`` then (a snapshot that never comes is dropped)."""
@@ -517,7 +532,7 @@ class ToolcallLens:
         one log line and one JSONL record per settled response."""
         # Priced and placed first: a loop the session sees is in the tally, the comment and the marker. (The
         # upgrade's headers and URL, read once for the batch: mitmproxy's lookups cost 4 us each.)
-        headers = {name: flow.request.headers.get(name) for name in SESSION_HEADERS}
+        headers = _session_headers(flow.request.headers)
         asked_models = [self._price_and_place(flow, result, True, headers) for result in settled]
         url = flow.request.pretty_url
         watch.refresh(settled)
@@ -636,7 +651,7 @@ class ToolcallLens:
             self.sessions.place(
                 result,
                 flow.id,
-                headers=request.headers if headers is None else headers,
+                headers=_session_headers(request.headers) if headers is None else headers,
                 previous_response_id=facts.previous_response_id,
                 tool_results=facts.tool_results,
                 connection=connection,

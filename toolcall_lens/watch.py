@@ -115,12 +115,13 @@ class StreamWatch:
             self.failure = describe(exc)
         return chunk
 
-    def feed_held(self) -> None:
-        """Feed the chunks held so far, each with its arrival time (to the worker: the batch, shipped)."""
+    def feed_held(self, ship: bool = True) -> None:
+        """Feed the chunks held so far, each with its arrival time (to the worker: the batch, shipped now,
+        or without ``ship`` with the next message that goes)."""
         held, self.held = self.held, []
         if self.remote:
             if held:
-                self.accumulator.feed_batch(held)
+                self.accumulator.feed_batch(held, ship)
             return
         feed = self.accumulator.feed
         for chunk, now in held:
@@ -171,8 +172,8 @@ class StreamWatch:
         return result, b"".join(self.chunks)
 
     def _last_feed(self) -> None:
-        """Before the end: what is held, then the note of a body kept in part."""
-        self.feed_held()
+        """Before the end: what is held, then the note of a body kept in part (to a worker: with the end)."""
+        self.feed_held(False)
         if self.seen > self.kept and self.body_cap:
             self.accumulator.note(
                 "body-truncated",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import marshal
 import os
@@ -197,6 +198,7 @@ class AnalysisWorker:
         # (flow, message) -> the futures waiting for its answers, oldest first (the worker answers in order)
         self._waiting: dict[tuple[int, int], list[asyncio.Future]] = {}
         self._replies = bytearray()
+        self._outbox: list[bytes] = []  # messages that wait for one that flushes (``send``)
         self._listeners: dict[int, object] = {}  # connection -> who hears what the worker says unasked
         self._prices = None
         self.started = 0  # processes started, over the proxy's life
@@ -221,7 +223,7 @@ class AnalysisWorker:
     ) -> RemoteConnection | None:
         """A new WebSocket connection's ``Connection`` in the worker, as ``open`` for a stream; ``price``:
         (the URL, the request's time, the model asked for), as ``remote_settings`` takes them."""
-        key = self._open(CONNECT, (format, path, dataclasses.asdict(limits), price), prices)
+        key = self._open(CONNECT, (format, path, _limits(limits), price), prices)
         return None if key is None else RemoteConnection(self, key, format, path)
 
     def _open(self, op: int, payload: object, prices) -> int | None:
@@ -235,10 +237,10 @@ class AnalysisWorker:
             if not self.alive:
                 self._start()
             if prices is not None and prices is not self._prices:  # the option changed, or a new worker
-                self.send(0, PRICES, (prices.source, prices.content))
+                self.send(0, PRICES, (prices.source, prices.content), flush=False)
                 self._prices = prices
             self._next_key += 1
-            self.send(self._next_key, op, payload)
+            self.send(self._next_key, op, payload, flush=False)  # with its first batch, or its end
         except Exception as exc:  # noqa: BLE001 - no worker: the flow is analysed where it is
             if not self._unavailable:
                 logger.warning(
@@ -297,15 +299,22 @@ class AnalysisWorker:
         self._replies.clear()
         self._loop.add_reader(self.process.stdout.fileno(), self._on_readable, self.process)
 
-    def send(self, key: int, op: int, payload: object) -> None:
-        """One message to the worker; raises WorkerGone if it cannot take it."""
+    def send(self, key: int, op: int, payload: object, flush: bool = True) -> None:
+        """One message to the worker; raises WorkerGone if it cannot take it. Without ``flush`` it waits
+        for the next message that flushes, and goes with it in one write (each write wakes the worker,
+        and costs the proxy's thread more than the bytes do: a short flow's open, last batch and end go
+        as one)."""
         process = self.process
         if process is None:
             raise WorkerGone(self.gone or "the analysis worker is not running")
+        self._outbox.append(_frame((key, op, payload)))
+        if not flush:
+            return
         if process.poll() is not None:
             self._lost(f"the analysis worker exited (code {process.returncode})")
             raise WorkerGone(self.gone)
-        data = memoryview(_frame((key, op, payload)))
+        data = memoryview(b"".join(self._outbox))
+        self._outbox.clear()
         try:
             fd = process.stdin.fileno()
             deadline = None
@@ -401,6 +410,7 @@ class AnalysisWorker:
             listener.lost(why)
 
     def _close(self) -> None:
+        self._outbox.clear()  # for the worker gone
         process, self.process = self.process, None
         if process is None:
             return
@@ -444,11 +454,11 @@ class RemoteAccumulator:
         self.key = key
         self.format = format
 
-    def feed_batch(self, held: list) -> None:
-        self.worker.send(self.key, FEED, held)
+    def feed_batch(self, held: list, flush: bool = True) -> None:
+        self.worker.send(self.key, FEED, held, flush)
 
     def note(self, code: str, message: str, **details) -> None:
-        self.worker.send(self.key, NOTE, (code, message, details))
+        self.worker.send(self.key, NOTE, (code, message, details), flush=False)  # before the end
 
     def snapshot(self) -> asyncio.Future:
         return self.worker.ask(self.key, SNAPSHOT, None)
@@ -524,6 +534,17 @@ class _RemoteWarnings:
         connection.worker.send(connection.key, NOTE, (code, message, details))
 
 
+def _limits(limits) -> dict:
+    """A flow's limits as the worker rebuilds them: a copy of what ``dataclasses.asdict`` (slow) gave for
+    the same object before (a proxy has one or two)."""
+    return dict(_asdict(limits))
+
+
+@functools.lru_cache(maxsize=8)
+def _asdict(limits) -> dict:
+    return dataclasses.asdict(limits)
+
+
 def remote_settings(format, request, encoding, started, limits, price: tuple | None = None) -> dict:
     """The arguments of a flow's accumulator, as the worker rebuilds them; ``price``: (the URL, the
     request's time, the model it asked for) to price the result there (None: the proxy prices it)."""
@@ -532,7 +553,7 @@ def remote_settings(format, request, encoding, started, limits, price: tuple | N
         "request": request,
         "encoding": encoding,
         "started_at": started,
-        "limits": dataclasses.asdict(limits),
+        "limits": _limits(limits),
         "price": price,
     }
 

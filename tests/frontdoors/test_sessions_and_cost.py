@@ -258,3 +258,24 @@ def test_a_loop_over_a_websocket_is_in_the_connections_comment_and_marks_it(lens
     second = flow.metadata["toolcall_lens"]["responses"][1]
     assert [w["code"] for w in second["warnings"]] == ["tool-call-loop"]
     assert "tool-call-loop" in flow.comment and flow.marked == ":warning:"
+
+
+def test_the_session_headers_are_read_in_one_pass_as_mitmproxys_headers_get_reads_them():
+    from mitmproxy.http import Headers
+
+    import addon as addon_module
+    from accumulator.sessions import SESSION_HEADERS
+
+    headers = Headers(
+        [
+            (b"X-Session-Id", b"a"),
+            (b"content-type", b"text/plain"),
+            (b"x-session-id", b"b"),
+            (b"Session-ID", "é".encode()),
+            (b"x-claude-code-session-id", b"\xff"),
+        ]
+    )
+    got = addon_module._session_headers(headers)
+    assert got == {name: headers.get(name) for name in SESSION_HEADERS}
+    assert got["x-session-id"] == "a, b" and got["session-id"] == "é"
+    assert addon_module._session_headers(Headers([(b"host", b"x")])) == {}
