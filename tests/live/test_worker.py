@@ -244,6 +244,25 @@ def test_the_worker_outlives_a_ctrl_c_to_the_proxys_process_group_and_ends_with_
     with_worker(go)
 
 
+def test_a_short_flows_open_last_batch_and_end_reach_the_worker_in_one_write(monkeypatch):
+    # Each write wakes the worker and costs the proxy's thread a system call: a flow shorter than a
+    # batch is sent whole at its end.
+    writes = []
+    real = os.write
+
+    async def go(worker):
+        first = open_chat(worker)
+        stdin = worker.process.stdin.fileno()
+        monkeypatch.setattr(
+            worker_module.os, "write", lambda fd, data: (fd == stdin and writes.append(fd)) or real(fd, data)
+        )
+        result = await chat_result(first)
+        assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        assert len(writes) == 1
+
+    with_worker(go)
+
+
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
