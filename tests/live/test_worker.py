@@ -768,3 +768,63 @@ def test_a_connection_in_the_worker_shows_its_running_calls_live(monkeypatch):
     assert flow.comment.startswith(
         "openai-responses websocket: 2 responses (1 incomplete), calls: tool_0, tool_1"
     )
+
+
+def rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+@pytest.mark.heavy
+def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_both_sides():
+    """As tests/frontdoors/test_addon_websocket.py shows for the analysis in the proxy: after 100,000
+    messages the proxy holds what it held after 20,000 (the flow's messages trimmed, the results on the
+    record capped, a batch held at most), and so does the worker (its connection's results capped, each
+    response's analysis freed once settled)."""
+    import gc
+
+    from websocket_turns import send, ws_flow
+
+    text = "x" * 200
+    lens = addon_module.ToolcallLens()
+
+    async def go():
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True)
+            flow = ws_flow()
+            lens.websocket_start(flow)
+
+            async def traffic(start, stop):
+                for n in range(start, stop, 5):
+                    send(lens, flow, True, {"type": "response.create", "model": "m"})
+                    send(lens, flow, False, {"type": "response.created", "response": {"id": f"r{n}"}})
+                    send(lens, flow, False, {"type": "response.output_text.delta", "delta": text})
+                    send(lens, flow, False, {"type": "response.output_text.delta", "delta": text})
+                    done = {"id": f"r{n}", "status": "completed"}
+                    send(lens, flow, False, {"type": "response.completed", "response": done})
+                    if n % 500 == 0:
+                        await asyncio.sleep(0)  # the loop reads the worker's answers, as mitmproxy's would
+                lens.sockets[flow.id].feed_held()
+                await asyncio.sleep(0.3)  # every answer in
+                gc.collect()
+                return len(gc.get_objects()), rss(lens.worker.process.pid)
+
+            after_20k = await traffic(0, 20_000)  # past every cap: the flow's messages, the results
+            after_100k = await traffic(20_000, 100_000)
+            record = flow.metadata["toolcall_lens"]
+            await lens.websocket_end(flow)
+            lens.done()
+            return after_20k, after_100k, record, len(flow.websocket.messages)
+
+    (objects_20k, worker_20k), (objects_100k, worker_100k), record, kept = asyncio.run(
+        asyncio.wait_for(go(), 240)
+    )
+    assert record["connection"]["messages"] == {"client": 20_000, "server": 80_000}
+    assert len(record["responses"]) == 1000 and record["connection"]["results_dropped"] == 19_000
+    # 80,000 more messages (about 23 MB of content) leave next to no more objects alive in the proxy, and
+    # the worker's memory where it was (what its allocator keeps aside).
+    assert objects_100k - objects_20k < 500, (objects_20k, objects_100k)
+    assert worker_100k - worker_20k < 4 << 20, (worker_20k, worker_100k)
+    assert kept < 2 * 1000
