@@ -302,6 +302,8 @@ def bench_proxy(args) -> None:
             )
             if source == "upstream":
                 core_inside(summary, alone_runs)
+                # Where the addon runs its core at its defaults: the worker's whole CPU per event.
+                FINDINGS["core in the worker"] = statistics.median(worker_cpu.get("addon.py", [float("nan")]))
             FINDINGS[f"proxy/{source}"] = (
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),
