@@ -406,7 +406,7 @@ class AnalysisWorker:
                 if not future.done():
                     future.set_exception(WorkerGone(why))
         listeners, self._listeners = self._listeners, {}
-        for listener in listeners.values():
+        for listener in listeners.values() if not quiet else ():  # the proxy's end is no connection's fault
             listener.lost(why)
 
     def _close(self) -> None:
@@ -530,8 +530,12 @@ class _RemoteWarnings:
         self.connection = connection
 
     def add(self, code: str, message: str, **details) -> None:
+        """Sent with the next batch. Never raises: a worker already gone told the connection so."""
         connection = self.connection
-        connection.worker.send(connection.key, NOTE, (code, message, details))
+        try:
+            connection.worker.send(connection.key, NOTE, (code, message, details), flush=False)
+        except WorkerGone:
+            pass
 
 
 def _limits(limits) -> dict:

@@ -828,3 +828,53 @@ def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_b
     assert objects_100k - objects_20k < 500, (objects_20k, objects_100k)
     assert worker_100k - worker_20k < 4 << 20, (worker_20k, worker_100k)
     assert kept < 2 * 1000
+
+
+def test_a_connection_whose_worker_died_before_its_first_trim_goes_on_without_an_error():
+    # The trim's note goes to the worker with the next batch: with the worker gone, the hook still
+    # returns (the connection already says why its analysis stopped) and the messages are trimmed.
+    from websocket_turns import send, ws_flow
+
+    async def go():
+        lens = addon_module.ToolcallLens()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True, toolcall_lens_websocket_keep=10)
+            flow = ws_flow()
+            lens.websocket_start(flow)
+            lens.worker.process.kill()
+            while lens.worker.alive:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            for n in range(30):
+                send(lens, flow, False, {"type": "response.created", "response": {"id": f"r{n}"}})
+            assert len(flow.websocket.messages) < 20
+            await lens.websocket_end(flow)
+            lens.done()
+        return flow
+
+    flow = asyncio.run(asyncio.wait_for(go(), 60))
+    record = flow.metadata["toolcall_lens"]
+    assert [w["code"] for w in record["connection"]["warnings"]] == ["internal-error"]
+    assert record["connection"]["trimmed"] > 0
+
+
+def test_a_connection_open_when_the_proxy_stops_is_not_marked_failed():
+    # The proxy's end stops the worker: a connection still open then is no failed analysis.
+    from websocket_turns import a_turn, ws_flow
+
+    async def go():
+        lens = addon_module.ToolcallLens()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True)
+            flow = ws_flow()
+            lens.websocket_start(flow)
+            a_turn(lens, flow, "r1", calls=0)
+            await asyncio.sleep(0.4)  # shipped by the timer, settled, annotated
+            assert lens.done() is None
+            await asyncio.sleep(0.05)
+        return flow
+
+    flow = asyncio.run(asyncio.wait_for(go(), 60))
+    record = flow.metadata["toolcall_lens"]
+    assert len(record["responses"]) == 1 and record["connection"]["warnings"] == []
+    assert not flow.marked
