@@ -187,7 +187,7 @@ class ToolcallLens:
             keep_body=not own_copy,
             on_progress=progress,
             worker=self.worker if settings.worker else None,
-            price=self._asked(flow),
+            price=self._asked(flow) if settings.worker else None,
         )
         if skipped is not None:
             logger.info(

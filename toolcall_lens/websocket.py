@@ -193,22 +193,28 @@ class RemoteSocketWatch(WebSocketWatch):
                 self.later(FEED_AFTER, self.feed_held)
         return []
 
-    def feed_held(self) -> list[dict]:
-        """Ship what is held; what it settles comes later (``settled``). Never raises."""
+    def feed_held(self, ship: bool = True) -> list[dict]:
+        """Ship what is held (without ``ship``: with the next message that goes); what it settles comes
+        later (``settled``). Never raises."""
         held, self.held = self.held, []
         if held and self.failure is None:
             try:
-                self.connection.feed(held)
+                self.connection.feed(held, ship)
             except WorkerGone as exc:
                 self.lost(str(exc))
         return []
 
     def settled(self, payload: tuple) -> None:
-        """The worker's word on a batch: the results it settled, the summary, its failure if any."""
-        settled, summary, failure = payload
-        self.connection.update(settled, summary)
-        if failure is not None:
-            self.failure = failure
+        """The worker's word on a batch: the results it settled, the summary, its failure if any. Never
+        raises (it runs in the worker's reader, which serves every flow)."""
+        try:
+            settled, summary, failure = payload
+            self.connection.update(settled, summary)
+            if failure is not None:
+                self.failure = failure
+        except Exception as exc:  # noqa: BLE001 - one connection's fault stays its own
+            self.lost(describe(exc))
+            return
         if self.ended is not None:
             self.ended += settled
         elif self.on_settled is not None:
@@ -227,7 +233,7 @@ class RemoteSocketWatch(WebSocketWatch):
         """``finish`` in the worker: every result settled since the last, once it answers. Never raises."""
         self.closed = closed
         self.ended = ended = []
-        self.feed_held()
+        self.feed_held(False)  # with the end, in one write
         connection = self.connection
         try:
             if self.failure is None:

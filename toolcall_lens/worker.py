@@ -487,8 +487,8 @@ class RemoteConnection:
         self._summary = Connection(format, path=path).summary()  # until the worker says more
         self.warnings = _RemoteWarnings(self)
 
-    def feed(self, held: list) -> None:
-        self.worker.send(self.key, FEED, held)
+    def feed(self, held: list, flush: bool = True) -> None:
+        self.worker.send(self.key, FEED, held, flush)
 
     def update(self, settled: list[dict], summary: dict) -> None:
         from bisect import insort

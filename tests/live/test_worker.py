@@ -878,3 +878,22 @@ def test_a_connection_open_when_the_proxy_stops_is_not_marked_failed():
     record = flow.metadata["toolcall_lens"]
     assert len(record["responses"]) == 1 and record["connection"]["warnings"] == []
     assert not flow.marked
+
+
+def test_an_answer_a_connection_cannot_take_is_that_connections_failure_not_the_readers():
+    # The worker's reader serves every flow: what one connection's watch cannot take ends that
+    # connection's analysis, and the reader goes on.
+    from toolcall_lens.websocket import RemoteSocketWatch
+
+    async def go(worker):
+        said = []
+        connection = worker.connect("openai-responses", "/v1/responses", DEFAULT_LIMITS)
+        watch = RemoteSocketWatch(connection, 0, asyncio.get_running_loop().call_later, said.append)
+        watch.settled(([{"no": "websocket section"}], {}, None))
+        assert said == [[]] and "KeyError" in watch.failure
+        watch.refresh([])
+        (warning,) = watch.record["connection"]["warnings"]
+        assert warning["code"] == "internal-error"
+        assert await chat_result(open_chat(worker))  # the reader, and the worker, go on
+
+    with_worker(go)
