@@ -7,6 +7,7 @@ a worker that stops answering, and one flow's fault, which stays that flow's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import http.client
@@ -499,6 +500,27 @@ def conversation(lens, flow, turns: int) -> None:
             send(lens, flow, False, event)
 
 
+@contextlib.asynccontextmanager
+async def socket_in_the_worker(**options):
+    """The addon with the worker (and ``options``) on this loop, and a WebSocket flow it has started."""
+    from websocket_turns import ws_flow
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_worker=True, **options)
+        flow = ws_flow()
+        lens.websocket_start(flow)
+        yield lens, flow
+
+
+async def killed(worker: AnalysisWorker) -> None:
+    """The worker killed, and its end seen by the proxy."""
+    worker.process.kill()
+    while worker.alive:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+
+
 async def a_connection(worker: bool, turns: int, keep: int, pause: float = 0.0):
     """One connection through the addon's hooks on this event loop: (the flow, the watch, the records it
     had on the flow before its end, what websocket_end returned)."""
@@ -550,19 +572,11 @@ def test_a_connection_whose_worker_dies_keeps_what_settled_and_says_the_rest_was
     from websocket_turns import send, ws_flow
 
     async def go():
-        lens = addon_module.ToolcallLens()
-        with taddons.context(lens) as tctx:
-            tctx.configure(lens, toolcall_lens_worker=True)
-            flow = ws_flow()
-            lens.websocket_start(flow)
+        async with socket_in_the_worker() as (lens, flow):
             conversation(lens, flow, 3)
             await asyncio.sleep(0.5)  # shipped by the timer; the two answered turns settled
             assert len(flow.metadata["toolcall_lens"]["responses"]) == 2
-            process = lens.worker.process
-            process.kill()
-            while lens.worker.alive:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
+            await killed(lens.worker)
             message = send(lens, flow, False, {"type": "response.created", "response": {"id": "r9"}})
             assert not message.dropped and lens.sockets[flow.id].held == []  # no longer held: nothing to do
             ended = lens.websocket_end(flow)
@@ -785,16 +799,12 @@ def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_b
     response's analysis freed once settled)."""
     import gc
 
-    from websocket_turns import send, ws_flow
+    from websocket_turns import send
 
     text = "x" * 200
-    lens = addon_module.ToolcallLens()
 
     async def go():
-        with taddons.context(lens) as tctx:
-            tctx.configure(lens, toolcall_lens_worker=True)
-            flow = ws_flow()
-            lens.websocket_start(flow)
+        async with socket_in_the_worker() as (lens, flow):
 
             async def traffic(start, stop):
                 for n in range(start, stop, 5):
@@ -833,18 +843,11 @@ def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_b
 def test_a_connection_whose_worker_died_before_its_first_trim_goes_on_without_an_error():
     # The trim's note goes to the worker with the next batch: with the worker gone, the hook still
     # returns (the connection already says why its analysis stopped) and the messages are trimmed.
-    from websocket_turns import send, ws_flow
+    from websocket_turns import send
 
     async def go():
-        lens = addon_module.ToolcallLens()
-        with taddons.context(lens) as tctx:
-            tctx.configure(lens, toolcall_lens_worker=True, toolcall_lens_websocket_keep=10)
-            flow = ws_flow()
-            lens.websocket_start(flow)
-            lens.worker.process.kill()
-            while lens.worker.alive:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
+        async with socket_in_the_worker(toolcall_lens_websocket_keep=10) as (lens, flow):
+            await killed(lens.worker)
             for n in range(30):
                 send(lens, flow, False, {"type": "response.created", "response": {"id": f"r{n}"}})
             assert len(flow.websocket.messages) < 20
@@ -860,14 +863,10 @@ def test_a_connection_whose_worker_died_before_its_first_trim_goes_on_without_an
 
 def test_a_connection_open_when_the_proxy_stops_is_not_marked_failed():
     # The proxy's end stops the worker: a connection still open then is no failed analysis.
-    from websocket_turns import a_turn, ws_flow
+    from websocket_turns import a_turn
 
     async def go():
-        lens = addon_module.ToolcallLens()
-        with taddons.context(lens) as tctx:
-            tctx.configure(lens, toolcall_lens_worker=True)
-            flow = ws_flow()
-            lens.websocket_start(flow)
+        async with socket_in_the_worker() as (lens, flow):
             a_turn(lens, flow, "r1", calls=0)
             await asyncio.sleep(0.4)  # shipped by the timer, settled, annotated
             assert lens.done() is None
