@@ -104,6 +104,21 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def memory(pid: int, field: str = "VmRSS", with_children: bool = False) -> int:
+    """A process's memory in bytes, from /proc (``VmRSS`` now, ``VmHWM`` its peak), with its children's
+    (an addon's worker process) when asked; a child that just ended counts nothing."""
+    total = 0
+    for one in [pid, *(children(pid) if with_children else ())]:
+        try:
+            status = Path(f"/proc/{one}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith(f"{field}:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
 def start_listening(name: str, argv: list[str], pattern: str) -> tuple[Process, int]:
     """Start it and read the port it got from the first output line matching ``pattern`` (group 1)."""
     process = Process(name, argv)

@@ -25,8 +25,15 @@ import struct
 import subprocess
 import sys
 import time
+from bisect import insort
 from datetime import UTC, datetime
 from pathlib import Path
+
+from accumulator import Connection, StreamAccumulator
+from accumulator.cost import Prices, parse_price_file
+from accumulator.limits import Limits
+from accumulator.warnings import WarningLog
+from accumulator.websocket import MAX_RESULTS
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -82,11 +89,7 @@ def _read_exactly(stream, n: int) -> bytes | None:
 
 def serve(stdin, stdout) -> None:
     """Answer messages from ``stdin`` (a binary stream) on ``stdout`` until ``stdin`` ends."""
-    from accumulator import Connection, StreamAccumulator
-    from accumulator.cost import Prices, parse_price_file
-    from accumulator.limits import Limits
-
-    from .websocket import WebSocketWatch
+    from .websocket import WebSocketWatch  # here: websocket.py imports this module
 
     # A stream's accumulator, a connection's watch (the proxy's own class, fed as it would feed it), or
     # why that flow's analysis failed.
@@ -477,8 +480,6 @@ class RemoteConnection:
     __slots__ = ("_summary", "format", "given_up", "key", "results", "warnings", "worker")
 
     def __init__(self, worker: AnalysisWorker, key: int, format: str, path: str) -> None:
-        from accumulator import Connection
-
         self.worker = worker
         self.key = key
         self.format = format
@@ -491,10 +492,6 @@ class RemoteConnection:
         self.worker.send(self.key, FEED, held, flush)
 
     def update(self, settled: list[dict], summary: dict) -> None:
-        from bisect import insort
-
-        from accumulator.websocket import MAX_RESULTS
-
         results = self.results
         for result in settled:
             insort(results, result, key=lambda r: r["websocket"]["position"])
@@ -503,8 +500,6 @@ class RemoteConnection:
 
     def fail(self, message: str, why: str) -> None:
         """An ``internal-error`` the proxy saw (the worker lost), added to the last summary's warnings."""
-        from accumulator.warnings import WarningLog
-
         summary = self._summary
         warnings = WarningLog.of(summary["warnings"], summary["warnings_over_cap"])
         warnings.add("internal-error", message, error=why)

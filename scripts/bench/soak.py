@@ -11,12 +11,12 @@ import textwrap
 import threading
 import time
 
-from lab import start_fake_provider
+from lab import memory, start_fake_provider
 
 from .addons.bench_state import STATE_PATH
 from .report import FINDINGS, heading, mib, table
 from .streams import chat_body
-from .traffic import ADDON, ADDONS, HEADERS, post, rss_bytes, start_mitmdump
+from .traffic import ADDON, ADDONS, HEADERS, post, start_mitmdump
 from .upstream import start_upstream
 
 
@@ -71,7 +71,7 @@ def bench_soak(args) -> None:
                 HEADERS,
             )
 
-        samples = [(0, rss_bytes(pid, with_children=True), state(), 0.0)]
+        samples = [(0, memory(pid, with_children=True), state(), 0.0)]
         counter = itertools.count(1)
         lock = threading.Lock()
         failures: list[str] = []
@@ -93,7 +93,7 @@ def bench_soak(args) -> None:
                         samples.append(
                             (
                                 done[0],
-                                rss_bytes(pid, with_children=True),
+                                memory(pid, with_children=True),
                                 state(),
                                 time.perf_counter() - start,
                             )
@@ -110,7 +110,7 @@ def bench_soak(args) -> None:
             thread.join()
         elapsed = time.perf_counter() - start
         final = state()
-        samples.append((done[0], rss_bytes(pid, with_children=True), final, elapsed))
+        samples.append((done[0], memory(pid, with_children=True), final, elapsed))
         line = proxy.wait_for(rf"toolcall-lens-state .*annotated={final['annotated']}\b").group(0)
         rows = [
             [

@@ -58,17 +58,3 @@ def children_cpu_seconds(pid: int) -> float:
         with contextlib.suppress(OSError):  # a child that just ended
             total += cpu_seconds(child)
     return total
-
-
-def rss_bytes(pid: int, with_children: bool = False) -> int:
-    """VmRSS of the process (and, with ``with_children``, of its children: an addon's worker process)."""
-    total = 0
-    for one in [pid, *(children(pid) if with_children else ())]:
-        try:
-            status = Path(f"/proc/{one}/status").read_text()
-        except OSError:  # a child that just ended
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) * 1024
-    return total

@@ -15,7 +15,7 @@ from pathlib import Path
 import fake_provider
 import openai
 import pytest
-from lab import children, start_mitmdump
+from lab import children, memory, start_mitmdump
 
 BODY_CAP = 1024 * 1024
 MIB = 1024 * 1024
@@ -27,12 +27,7 @@ class Proxy:
 
     def peak_rss(self) -> int:
         """The peak resident memory so far (VmHWM) of mitmdump and of its analysis worker, in bytes."""
-        total = 0
-        for pid in (self.process.popen.pid, *children(self.process.popen.pid)):
-            status = Path(f"/proc/{pid}/status").read_text()
-            (line,) = [line for line in status.splitlines() if line.startswith("VmHWM:")]
-            total += int(line.split()[1]) * 1024
-        return total
+        return memory(self.process.popen.pid, "VmHWM", with_children=True)
 
     def record(self, case: str, timeout: float = 60.0) -> dict:
         """The JSONL record of the flow whose URL names ``case``, once the addon has written it."""

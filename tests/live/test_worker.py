@@ -19,7 +19,7 @@ from pathlib import Path
 
 import fake_provider as fp
 import pytest
-from lab import children, start_mitmdump
+from lab import children, memory, start_mitmdump
 from mitmproxy.test import taddons
 from streams import call, choice, chunk, sse, tool_chunk
 
@@ -784,13 +784,6 @@ def test_a_connection_in_the_worker_shows_its_running_calls_live(monkeypatch):
     )
 
 
-def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 @pytest.mark.heavy
 def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_both_sides():
     """As tests/frontdoors/test_addon_websocket.py shows for the analysis in the proxy: after 100,000
@@ -819,7 +812,7 @@ def test_a_connection_of_100000_messages_in_the_worker_holds_bounded_memory_on_b
                 lens.sockets[flow.id].feed_held()
                 await asyncio.sleep(0.3)  # every answer in
                 gc.collect()
-                return len(gc.get_objects()), rss(lens.worker.process.pid)
+                return len(gc.get_objects()), memory(lens.worker.process.pid)
 
             after_20k = await traffic(0, 20_000)  # past every cap: the flow's messages, the results
             after_100k = await traffic(20_000, 100_000)
