@@ -264,6 +264,40 @@ def test_a_short_flows_open_last_batch_and_end_reach_the_worker_in_one_write(mon
     with_worker(go)
 
 
+def test_answers_longer_than_a_read_come_whole_and_each_read_asks_for_a_heap_sized_piece(monkeypatch):
+    # A read of a MiB costs the proxy's thread an mmap and a munmap however little it brings: the answers
+    # are read 64 KiB at a time, and one longer than that is put together over the loop's turns.
+    asked = []
+    real = os.read
+    arguments = json.dumps({"text": "x" * 300_000})
+    body = sse(
+        tool_chunk(call(0, "call_a", "write", arguments[:1000]), call(1, "call_b", "read", "{}")),
+        tool_chunk(call(0, None, None, arguments[1000:])),
+        chunk(choice(0, "tool_calls")),
+    )
+
+    async def go(worker):
+        remotes = [open_chat(worker) for _ in range(3)]
+        answers = worker.process.stdout.fileno()
+        monkeypatch.setattr(
+            worker_module.os, "read", lambda fd, n: (fd == answers and asked.append(n)) or real(fd, n)
+        )
+        results = []
+        for remote in remotes:
+            watch = StreamWatch(remote, "openai-chat", 0)
+            watch.held.append((body, 1.0))
+            results.append(watch.finish_remote())
+        for result, _ in await asyncio.gather(*results):
+            assert [(c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == [
+                ("write", arguments),
+                ("read", "{}"),
+            ]
+
+    with_worker(go)
+    assert len(asked) >= 3 * 300_000 // (1 << 16)
+    assert set(asked) == {1 << 16}
+
+
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
