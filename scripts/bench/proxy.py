@@ -173,6 +173,7 @@ def bench_proxy(args) -> None:
             ("addon.py, in the proxy", ADDON, ("toolcall_lens_worker=false",)),
             ("identity callable", ADDONS / "identity_stream.py", ()),
             ("floor callable", ADDONS / "floor_stream.py", ()),
+            ("identity + a line a flow", ADDONS / "line_stream.py", ()),
             ("core callable", ADDONS / "core_stream.py", ()),
             ("core off-process", ADDONS / "offproc_stream.py", ()),
         ):
@@ -189,7 +190,9 @@ def bench_proxy(args) -> None:
             addon.py at its defaults, the same mitmdump with a responseheaders hook setting
             flow.response.stream = lambda chunk: chunk (the comparison), and with a callable doing the floor's
             work (cut lines, orjson.loads each data line: the least any analysis adds; for reference), and the
-            clients (raw http.client, threads of this process). Each upstream writes one event per write, each
+            identity callable with what the addon shows of each flow but no analysis (a comment, the
+            metadata, one log line: the least an addon that tells each flow in the log costs; for
+            reference), and the clients (raw http.client, threads of this process). Each upstream writes one event per write, each
             drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
             rounds; medians over rounds, spread = (max - min) / median. "proxy CPU" = mitmdump's CPU time
             per event (all its threads, /proc/PID/task/*/schedstat), less noisy than wall time on a shared
@@ -228,6 +231,7 @@ def bench_proxy(args) -> None:
                 ("addon.py, in the proxy", proxies[("addon.py, in the proxy", source)]),
                 ("identity callable", proxies[("identity callable", source)]),
                 ("floor callable", proxies[("floor callable", source)]),
+                ("identity + a line a flow", proxies[("identity + a line a flow", source)]),
                 ("core callable", proxies[("core callable", source)]),
                 ("core off-process", proxies[("core off-process", source)]),
                 ("direct", (None, direct[source])),
@@ -308,6 +312,7 @@ def bench_proxy(args) -> None:
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),
                 summary["floor callable"][0] / summary["identity callable"][0],
+                summary["identity + a line a flow"][0] / summary["identity callable"][0],
             )
 
         heading(
@@ -375,3 +380,6 @@ def bench_proxy(args) -> None:
             f"core off-process ({source}): "
             + (said[-1].removeprefix("offproc_stream: ") if said else "its worker's results not reported")
         )
+        process = proxies[("identity + a line a flow", source)][0]
+        lines = sum(" toolcall-lens POST " in line for line in process.lines)
+        print(f"identity + a line a flow ({source}): {lines} log lines written")

@@ -52,11 +52,11 @@ def print_targets() -> None:
     for source, label in (("upstream", "long streams"), ("provider", "short flows")):
         found = FINDINGS.get(f"proxy/{source}")
         if found:
-            share, failed, floor_share = found
+            share, failed, floor_share, line_share = found
             add(
                 f"through mitmdump: >= 90% of the identity callable's throughput ({label})",
-                f"{share * 100:.0f}% (the floor callable: {floor_share * 100:.0f}%)"
-                + (" (with failures)" if failed else ""),
+                f"{share * 100:.0f}% (the floor callable: {floor_share * 100:.0f}%; identity with a line a "
+                f"flow: {line_share * 100:.0f}%)" + (" (with failures)" if failed else ""),
                 share >= 0.9 and not failed,
             )
         else:

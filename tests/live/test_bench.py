@@ -56,3 +56,7 @@ def test_bench_all_quick_prints_every_table():
     for line in said:
         results, calls = (int(n) for n in re.findall(r"(\d+) (?:results|tool calls)", line))
         assert results > 0 and calls >= results, line
+    # The reference of what telling each flow in the log costs wrote its line for every flow it saw.
+    lines = [line for line in run.stdout.splitlines() if line.startswith("identity + a line a flow (")]
+    assert len(lines) == 2 and all(int(re.findall(r"(\d+) log lines", line)[0]) > 0 for line in lines), lines
+    assert "identity with a line a flow:" in run.stdout

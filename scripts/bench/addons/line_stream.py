@@ -1,0 +1,27 @@
+"""A reference proxy of the benchmark: the identity callable, and at each response what the addon shows of
+every flow, without an analysis: a result in the flow's metadata, a comment, and one log line as the addon
+writes it. The least any addon that tells each flow in mitmproxy's log costs (mitmproxy hands each record
+to its terminal log and, as a hook, to every addon).
+
+    mitmdump -s scripts/bench/addons/line_stream.py --mode reverse:http://127.0.0.1:PORT
+"""
+
+import logging
+
+from mitmproxy import http
+
+logger = logging.getLogger("line_stream")
+LINE = "2 calls: get_weather({...}), get_time({...}); ok"
+
+
+class LineStream:
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        flow.response.stream = lambda chunk: chunk
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        flow.metadata["line_stream"] = {"summary": LINE}
+        flow.comment = LINE
+        logger.info("toolcall-lens %s %s: %s", flow.request.method, flow.request.pretty_url, LINE)
+
+
+addons = [LineStream()]
