@@ -252,9 +252,17 @@ def _canonical(arguments) -> str:
 
 
 def _short(arguments, limit: int) -> str:
+    """The arguments on one line (each run of whitespace one space), cut to ``limit`` characters. Only as
+    much of the text is read as the cut needs (a call's arguments can be a MiB; each turn shows each call):
+    the one-line form of a head of the text is a head of the whole's."""
     text = arguments if type(arguments) is str else orjson.dumps(arguments).decode()
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    window = 2 * limit
+    while True:
+        shown = " ".join(text[:window].split())
+        if len(shown) > limit or window >= len(text):
+            break
+        window *= 4
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 _BARS = "▁▂▃▄▅▆▇█"

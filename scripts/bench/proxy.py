@@ -156,7 +156,8 @@ def bench_proxy(args) -> None:
     quick = args.quick
     rounds = 2 if quick else 5
     long_model = "bench-8x1024" if quick else "bench-8x4096"
-    long_requests, short_requests, clients = (2, 20, 2) if quick else (16, 160, 4)
+    # Each run a second or more (160 short flows were a quarter of a second: spreads of 10-50%).
+    long_requests, short_requests, clients = (2, 20, 2) if quick else (48, 1200, 4)
     latency_model, latency_delay = ("bench-4x256", 0.002) if quick else ("bench-8x1024", 0.002)
     long_stream = make_stream(long_model, *map(int, long_model.removeprefix("bench-").split("x")))
     long_len, long_events = len(long_stream.body), len(long_stream.events)

@@ -6,11 +6,13 @@ evidence as the addon computes it."""
 from __future__ import annotations
 
 from chat_flows import chat_stream, follow_up
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from schemas import check_result
 
 from accumulator import analyze
 from accumulator.echo import ObservedCalls, add_evidence, tool_results
-from accumulator.sessions import Sessions, context_chart, format_session
+from accumulator.sessions import Sessions, _short, context_chart, format_session
 
 
 class Agent:
@@ -281,3 +283,21 @@ def test_the_registry_is_bounded():
         sessions.place(analyze(chat_stream([])), f"g{n}", headers={"session-id": "long"})
     record = sessions.record(sessions.get("long"))
     assert [t["turn"] for t in record["turns"]] == [3, 4] and record["turns_dropped"] == 2
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    # Whitespace runs long enough that a head of twice the cut can be too short once made one line.
+    st.lists(st.sampled_from(["a", "bc", "{", '"', ":", " ", "\n\t", " " * 40, "\u00e9"]), max_size=300).map(
+        "".join
+    ),
+    st.integers(min_value=4, max_value=120),
+)
+def test_a_calls_short_form_reads_a_head_of_its_arguments_and_is_the_whole_ones_one_line_form_cut(
+    text, limit
+):
+    # The turn's view shows each call's arguments on one line, cut: only as much of the text is read as the
+    # cut needs (a MiB of arguments is not split whole for a line of 80 characters), with the same answer.
+    whole = " ".join(text.split())
+    expected = whole if len(whole) <= limit else whole[: limit - 3] + "..."
+    assert _short(text, limit) == expected
