@@ -24,6 +24,10 @@ HELD_CHUNKS = 32
 # wakes it, and that costs the proxy's thread more than the bytes do. The end then waits for at most
 # this many chunks to be read there, a fraction of a millisecond.
 SHIPPED_CHUNKS = 128
+# The kept body's chunks joined into one piece this many at a time. mitmproxy makes each chunk a small
+# object of its own; thousands of them held to a flow's end keep the allocator from reusing their memory
+# for the next chunks, and that cost the proxy ~1 us an event on long streams (docs/performance.md).
+BODY_PIECES = 64
 
 
 class StreamWatch:
@@ -50,6 +54,7 @@ class StreamWatch:
         "kept",
         "next_progress",
         "on_progress",
+        "pieces",
         "progress_every",
         "remote",
         "rewrite_note",
@@ -77,7 +82,8 @@ class StreamWatch:
         self.format = format
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
         self.inner = inner  # a stream callable another addon set before us, still honoured
-        self.chunks: list[bytes] = []
+        self.chunks: list[bytes] = []  # the kept body's latest chunks, fewer than BODY_PIECES
+        self.pieces: list[bytes] = []  # and before them, joined BODY_PIECES at a time
         self.held: list[tuple[bytes, float]] = []  # (chunk, arrival time) not fed yet
         self.kept = 0
         self.seen = 0
@@ -92,8 +98,12 @@ class StreamWatch:
                 self.seen += len(chunk)
                 if self.kept < self.body_cap:
                     room = self.body_cap - self.kept
-                    self.chunks.append(chunk if len(chunk) <= room else chunk[:room])
+                    chunks = self.chunks
+                    chunks.append(chunk if len(chunk) <= room else chunk[:room])
                     self.kept += min(len(chunk), room)
+                    if len(chunks) >= BODY_PIECES:
+                        self.pieces.append(b"".join(chunks))
+                        chunks.clear()
                 if self.failure is None:
                     now = time.time()
                     held = self.held
@@ -169,7 +179,7 @@ class StreamWatch:
             result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
         if result is not None and self.rewrite_note is not None:
             result["rewrite"] = self.rewrite_note
-        return result, b"".join(self.chunks)
+        return result, b"".join([*self.pieces, *self.chunks])
 
     def _last_feed(self) -> None:
         """Before the end: what is held, then the note of a body kept in part (to a worker: with the end)."""

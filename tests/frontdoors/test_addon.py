@@ -17,7 +17,7 @@ from streams import DATA, call, chat_message, choice, chunk, core_part, sse, too
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
-from toolcall_lens.watch import HELD_CHUNKS
+from toolcall_lens.watch import BODY_PIECES, HELD_CHUNKS
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
 CLEAN = (DATA / "openai_chat_parallel.sse").read_bytes()
@@ -396,6 +396,25 @@ def test_body_cap_keeps_a_prefix_and_says_so(lens):
     assert result["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
 
 
+@pytest.mark.parametrize("cap", [1 << 20, 1000, 7 * BODY_PIECES])
+def test_a_long_bodys_chunks_are_kept_joined_a_few_dozen_at_a_time_and_come_back_whole(lens, cap):
+    # Thousands of small chunk objects held to a flow's end cost the proxy ~1 us an event: the kept body
+    # holds fewer than BODY_PIECES of them at any time, the rest joined into pieces, and is the same body.
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_body_cap=cap)
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+        for piece in pieces(PRODUCTION, 7):
+            assert watch(piece) is piece
+            assert len(watch.chunks) < BODY_PIECES
+        watch(b"")
+        assert len(watch.pieces) == min(cap, len(PRODUCTION)) // 7 // BODY_PIECES > 0
+        lens.response(flow)
+    assert flow.response.raw_content == PRODUCTION[:cap]
+    assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
+
+
 def test_event_cap_option_reaches_the_core(lens):
     body = sse(
         tool_chunk(call(0, "a", "f", "{")),
@@ -509,7 +528,7 @@ def test_store_streamed_bodies_keeps_the_body_once():
         stored = b"".join(watch(piece) for piece in [*pieces(PRODUCTION), b""])
         flow.response.raw_content = stored  # as mitmproxy does, before the response hook
         lens.response(flow)
-    assert watch.chunks == [] and watch.kept == 0
+    assert watch.chunks == [] and watch.pieces == [] and watch.kept == 0
     assert flow.response.raw_content is stored
     assert "body-truncated" not in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
 
