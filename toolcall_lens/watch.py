@@ -51,13 +51,13 @@ class StreamWatch:
         "format",
         "held",
         "inner",
-        "kept",
         "next_progress",
         "on_progress",
         "pieces",
         "progress_every",
         "remote",
         "rewrite_note",
+        "room",
         "seen",
     )
 
@@ -85,22 +85,32 @@ class StreamWatch:
         self.chunks: list[bytes] = []  # the kept body's latest chunks, fewer than BODY_PIECES
         self.pieces: list[bytes] = []  # and before them, joined BODY_PIECES at a time
         self.held: list[tuple[bytes, float]] = []  # (chunk, arrival time) not fed yet
-        self.kept = 0
+        self.room = body_cap  # bytes the body cap leaves to keep
         self.seen = 0
         self.failure: str | None = None
         self.rewrite_note: dict | None = None  # a rewrite was asked for and did not apply: why
+
+    @property
+    def kept(self) -> int:
+        """Bytes of body kept so far."""
+        return self.body_cap - self.room
 
     def __call__(self, chunk: bytes) -> bytes:
         if self.inner is not None:
             chunk = self.inner(chunk)
         try:
             if chunk:
-                self.seen += len(chunk)
-                if self.kept < self.body_cap:
-                    room = self.body_cap - self.kept
+                size = len(chunk)
+                self.seen += size
+                room = self.room
+                if room:
                     chunks = self.chunks
-                    chunks.append(chunk if len(chunk) <= room else chunk[:room])
-                    self.kept += min(len(chunk), room)
+                    if size <= room:
+                        chunks.append(chunk)
+                        self.room = room - size
+                    else:
+                        chunks.append(chunk[:room])
+                        self.room = 0
                     if len(chunks) >= BODY_PIECES:
                         self.pieces.append(b"".join(chunks))
                         chunks.clear()
