@@ -152,6 +152,30 @@ def core_inside(summary: dict, alone_runs: dict[str, list[float]]) -> None:
     FINDINGS["core inside"] = (core, alone, busy, cold)
 
 
+def addon_parts(upstream_port: int, bodies: list[bytes], clients: int, expected, added: float) -> None:
+    """The addon's own work per short flow, by part: a run through addon.py with the probe
+    ``addons/addon_parts.py`` (thread CPU of each part where mitmdump calls it)."""
+    heading("proxy: the addon's own work per short flow, by part")
+    process, port = start_mitmdump(
+        upstream_port, ADDON, ADDONS / "addon_parts.py", name="mitmdump addon.py + addon_parts"
+    )
+    try:
+        throughput_run(port, bodies, clients, expected)
+    finally:
+        process.stop()
+    rows = [line.removeprefix("addon_parts: ").split("\t") for line in process.lines]
+    rows = [row for row in rows if len(row) == 3]
+    print(table(["part (thread CPU where mitmdump calls it)", "us a flow", "calls a flow"], rows))
+    print(
+        f"The whole addon adds {added:.0f} us of proxy CPU a flow (the table above: its CPU per event less "
+        "the identity callable's, times the events of a flow). What the parts leave out is mitmproxy's: "
+        "running the addon's hooks, the awaited response hook, and the dispatch of each log record to "
+        "every addon (its deprecated add_log hook). Each timed call costs ~1 us of clock readings."
+    )
+    if not rows:
+        print("FAILURES: addon_parts printed nothing")
+
+
 def bench_proxy(args) -> None:
     quick = args.quick
     rounds = 2 if quick else 5
@@ -315,6 +339,10 @@ def bench_proxy(args) -> None:
                 summary["floor callable"][0] / summary["identity callable"][0],
                 summary["identity + a line a flow"][0] / summary["identity callable"][0],
             )
+            if source == "provider":
+                per_flow = results["addon.py"][0][1] / len(bodies)
+                added = (summary["addon.py"][1] - summary["identity callable"][1]) * per_flow
+                addon_parts(direct[source], bodies, clients, expected, added)
 
         heading(
             f"proxy: latency added per event ({latency_model.removeprefix('bench-')} stream, "

@@ -24,6 +24,9 @@ HEADERS = (
     "addon.py, in the proxy: toolcall_lens_worker=false",
     "Added CPU per event inside mitmdump",
     "== proxy: throughput, short flows",
+    "== proxy: the addon's own work per short flow, by part",
+    "annotate: the log record",
+    "The whole addon adds",
     "== proxy: latency added per event",
     "added by the addon: p50",
     "== soak: 200 flows through one mitmdump",
@@ -60,3 +63,10 @@ def test_bench_all_quick_prints_every_table():
     lines = [line for line in run.stdout.splitlines() if line.startswith("identity + a line a flow (")]
     assert len(lines) == 2 and all(int(re.findall(r"(\d+) log lines", line)[0]) > 0 for line in lines), lines
     assert "identity with a line a flow:" in run.stdout
+    # The probe timed every part it wraps, on every flow it saw.
+    parts = re.findall(
+        r"^(the \w+ hook|annotate|responseheaders|request|the stream callable).*?(\d+\.\d+)\s+(\d+\.\d+)$",
+        run.stdout,
+        re.MULTILINE,
+    )
+    assert len(parts) >= 12 and all(float(calls) > 0 for *_, calls in parts), parts
