@@ -214,11 +214,11 @@ def bench_proxy(args) -> None:
             Everything on loopback: the upstreams, mitmdump {version("mitmproxy")} in reverse mode with
             addon.py at its defaults, the same mitmdump with a responseheaders hook setting
             flow.response.stream = lambda chunk: chunk (the comparison), and with a callable doing the floor's
-            work (cut lines, orjson.loads each data line: the least any analysis adds; for reference), and the
+            work (cut lines, orjson.loads each data line: the least any analysis adds; for reference), the
             identity callable with what the addon shows of each flow but no analysis (a comment, the
             metadata, one log line: the least an addon that tells each flow in the log costs; for
-            reference), and the clients (raw http.client, threads of this process). Each upstream writes one event per write, each
-            drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
+            reference), and the clients (raw http.client, threads of this process). Each upstream writes
+            one event per write, each drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
             rounds; medians over rounds, spread = (max - min) / median. "proxy CPU" = mitmdump's CPU time
             per event (all its threads, /proc/PID/task/*/schedstat), less noisy than wall time on a shared
             machine. "direct" (no proxy) is for scale only.""")
