@@ -44,8 +44,8 @@ OPEN, FEED, NOTE, SNAPSHOT, FINISH, CONNECT, SETTLED, PRICES = range(8)
 FAILED = "failed"
 _LENGTH = struct.Struct("<I")
 _PIPE_SIZE = 1 << 20  # bytes a pipe holds before a write waits (what the kernel allows; 64 KiB otherwise)
-# Bytes the proxy asks for in one read of the answers. A read of a MiB costs its thread an mmap and a munmap
-# (~11 us) however little comes; 64 KiB comes from the heap (~1 us). More waits for the next turn of the loop.
+# Bytes the proxy asks for in one read of the answers (it reads until none are left). A read of a MiB costs
+# its thread an mmap and a munmap (~11 us) however little comes; 64 KiB comes from the heap (~1 us).
 _READ_SIZE = 1 << 16
 ANSWER_TIMEOUT = 30.0  # seconds a flow's end waits for its result before the worker is taken for stuck
 # Seconds a write may wait for room in a full pipe (the proxy's thread waits meanwhile) before the worker
@@ -301,6 +301,7 @@ class AnalysisWorker:
             except (ImportError, OSError, AttributeError):  # not Linux, or a lower limit: the default
                 pass
         os.set_blocking(self.process.stdin.fileno(), False)  # a stuck worker must not stop the proxy
+        os.set_blocking(self.process.stdout.fileno(), False)  # its answers are read until none are left
         self._loop = asyncio.get_running_loop()
         self._replies.clear()
         self._loop.add_reader(self.process.stdout.fileno(), self._on_readable, self.process)
@@ -322,7 +323,7 @@ class AnalysisWorker:
         data = memoryview(b"".join(self._outbox))
         self._outbox.clear()
         try:
-            fd = process.stdin.fileno()
+            fd, answers = process.stdin.fileno(), process.stdout.fileno()
             deadline = None
             while data:
                 try:
@@ -331,7 +332,18 @@ class AnalysisWorker:
                     if deadline is None:
                         deadline = time.monotonic() + WRITE_TIMEOUT
                     left = deadline - time.monotonic()
-                    if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    readable, writable, _ = (
+                        select.select([answers], [fd], [], left) if left > 0 else ([], [], [])
+                    )
+                    if readable and not writable:
+                        # The worker may wait for room for its answers (it reads nothing meanwhile): they
+                        # are read now and taken on the loop's next turn.
+                        if not self._read(process):
+                            self._lost(f"the analysis worker exited (code {process.poll()})")
+                            raise WorkerGone(self.gone) from None
+                        assert self._loop is not None
+                        self._loop.call_soon(self._take_answers)
+                    elif not writable:
                         self._lost(
                             f"the analysis worker fell behind by a full pipe for {WRITE_TIMEOUT:g} s and was stopped"
                         )
@@ -365,17 +377,31 @@ class AnalysisWorker:
     def _on_readable(self, process: subprocess.Popen) -> None:
         if process is not self.process:
             return
-        try:
-            data = os.read(process.stdout.fileno(), _READ_SIZE)
-        except OSError:
-            data = b""
-        if not data:
-            code = process.poll()
-            self._lost(f"the analysis worker exited (code {code})")
-            return
-        self._answered = True
+        alive = self._read(process)
+        self._take_answers()
+        if not alive:
+            self._lost(f"the analysis worker exited (code {process.poll()})")
+
+    def _read(self, process: subprocess.Popen) -> bool:
+        """Read what the worker has written, until none is left (False: it has ended)."""
+        fd = process.stdout.fileno()
+        while True:
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            if not data:
+                return False
+            self._answered = True
+            self._replies += data
+            if len(data) < _READ_SIZE:
+                return True
+
+    def _take_answers(self) -> None:
+        """The whole answers read so far, each to who waits for it."""
         replies = self._replies
-        replies += data
         start = 0
         while len(replies) - start >= 4:
             (n,) = _LENGTH.unpack_from(replies, start)

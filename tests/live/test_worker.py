@@ -298,6 +298,35 @@ def test_answers_longer_than_a_read_come_whole_and_each_read_asks_for_a_heap_siz
     assert set(asked) == {1 << 16}
 
 
+def test_the_proxy_reads_the_workers_answers_while_it_waits_for_room_to_write(caplog):
+    # With no turn of the event loop the proxy takes no answers; a worker whose answer pipe is full waits
+    # and reads nothing, so the proxy's next writes fill the other pipe. Waiting for room there, the proxy
+    # reads the answers meanwhile: the worker goes on (both pipes full stopped it as stuck after 2 s).
+    arguments = json.dumps({"text": "x" * 400_000})
+    body = sse(tool_chunk(call(0, "call_a", "write", arguments)), chunk(choice(0, "tool_calls")))
+
+    def fed(remote) -> StreamWatch:
+        watch = StreamWatch(remote, "openai-chat", 0)
+        watch.held.append((body, 1.0))
+        watch.feed_held()
+        return watch
+
+    async def go(worker):
+        first = fed(open_chat(worker))
+        process = worker.process
+        snapshots = [first.accumulator.snapshot() for _ in range(8)]  # 3.2 MB of answers, the pipe holds 1
+        others = [fed(open_chat(worker)) for _ in range(8)]  # 3.2 MB more to write, the loop never turning
+        for snapshot in snapshots:
+            assert (await snapshot)["choices"][0]["tool_calls"][0]["arguments"] == arguments
+        for watch in [first, *others]:
+            result, _ = await watch.finish_remote()
+            assert result["choices"][0]["tool_calls"][0]["arguments"] == arguments
+        assert worker.process is process and process.poll() is None
+
+    with_worker(go)
+    assert "fell behind" not in caplog.text
+
+
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
