@@ -37,10 +37,10 @@ def bench_soak(args) -> None:
         {STATE_PATH} through the proxy answers its state without going upstream, after a gc.collect():
         watches (per-flow stream callables), echo (pending echo warnings), observed (the echo index),
         accumulators alive (StreamAccumulator objects in the proxy's heap; at the defaults they live in the
-        analysis worker, whose memory is in the RSS), flows alive (HTTPFlow objects in the
-        heap), annotated (flows the addon annotated). RSS = mitmdump's VmRSS with its analysis worker's. Sampled every {every} flows
-        while the other clients keep going (so a few flows are in flight), and once more when all are
-        done.""")
+        analysis worker, whose memory is in the RSS), flows alive (HTTPFlow objects in the heap),
+        annotated (flows the addon annotated). RSS = mitmdump's VmRSS with its analysis worker's. Sampled
+        every {every} flows while the other clients keep going (so a few flows are in flight), and once
+        more when all are done.""")
     )
     with contextlib.ExitStack() as stack:
         provider, provider_port = start_fake_provider(delay=0)
