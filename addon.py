@@ -37,6 +37,7 @@ from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, asked, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
+from toolcall_lens.loglines import LogLines
 from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
@@ -107,6 +108,9 @@ class ToolcallLens:
         self.worker = AnalysisWorker()
         # flows whose end awaits the worker's answer -> done once it is annotated
         self.ending: dict[str, asyncio.Future] = {}
+        # Each flow's log line: a record of its own, or, when flows end faster than a human reads, a few
+        # in one record a tenth of a second later (toolcall_lens/loglines.py says why).
+        self.lines = LogLines(logger)
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -327,6 +331,7 @@ class ToolcallLens:
         if self.otlp is not None:
             self.otlp.close()  # the sessions' spans, then what is pending, within a few seconds
             self.otlp = None
+        self.lines.flush()
 
     # -- commands ------------------------------------------------------------------------------------------
 
@@ -544,25 +549,25 @@ class ToolcallLens:
             flow.marked = marker
         # One log line per response; the lines of responses settled together, one record per run of the
         # same level (each record costs mitmproxy ~60-90 us of CPU, a line in it next to nothing).
-        lines: list[str] = []
-        level = logging.INFO
+        lines: list[tuple[int, str]] = []
         for result, model in zip(settled, asked_models, strict=True):
             self._emit(flow, result, model)
             self.observed.record(result, flow.id)
             bad = any(w["severity"] == "warning" for w in result["warnings"])
-            if lines and (logging.WARNING if bad else logging.INFO) != level:
-                logger.log(level, "\n".join(lines))
-                lines = []
-            level = logging.WARNING if bad else logging.INFO
             position = result["websocket"]["position"]
-            lines.append(f"toolcall-lens WebSocket {url} response {position}: {summary_line(result)}")
+            lines.append(
+                (
+                    logging.WARNING if bad else logging.INFO,
+                    f"toolcall-lens WebSocket {url} response {position}: {summary_line(result)}",
+                )
+            )
             if self.jsonl is not None:
                 try:
                     self.jsonl.append(record(flow, result))
                 except OSError as exc:
                     logger.warning("toolcall-lens: cannot append to %s: %s", self.jsonl.path, exc)
         if lines:
-            logger.log(level, "\n".join(lines))
+            self.lines.say(lines)
         # No UpdateHook here: mitmproxy sends one after every websocket hook (its addon manager).
 
     def _connection_progress(self, flow: http.HTTPFlow, watch: WebSocketWatch) -> None:
@@ -675,13 +680,8 @@ class ToolcallLens:
         marker = self._settings().marker
         if loud and marker:
             flow.marked = marker
-        logger.log(
-            logging.WARNING if loud else logging.INFO,
-            "toolcall-lens %s %s: %s",
-            flow.request.method,
-            flow.request.pretty_url,
-            line,
-        )
+        level = logging.WARNING if loud else logging.INFO
+        self.lines.say([(level, f"toolcall-lens {flow.request.method} {flow.request.pretty_url}: {line}")])
         if self.jsonl is not None:
             try:
                 self.jsonl.append(record(flow, result))

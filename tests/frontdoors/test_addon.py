@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -17,6 +18,7 @@ from streams import DATA, call, chat_message, choice, chunk, core_part, sse, too
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
+from toolcall_lens.loglines import BURST
 from toolcall_lens.watch import BODY_PIECES, HELD_CHUNKS
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
@@ -541,6 +543,35 @@ def test_one_log_line_per_llm_flow(lens, caplog):
     assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO]
     assert "recency-misroute" in lines[0].getMessage()
     assert "/v1/chat/completions" in lines[0].getMessage()
+
+
+def test_flows_ending_faster_than_a_person_reads_share_records_and_done_writes_what_waits(caplog):
+    caplog.set_level(logging.INFO, logger="toolcall_lens")
+    flows = [llm_flow() if k == BURST + 1 else llm_flow(request={"stream": True}) for k in range(BURST + 4)]
+
+    def records():
+        return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "toolcall_lens"]
+
+    async def main() -> list:
+        lens = addon_module.ToolcallLens()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=False)
+            lens.lines.clock = lambda: 0.0  # one window, however slow the machine
+            for k, flow in enumerate(flows):
+                stream_through(lens, flow, PRODUCTION if k == BURST + 1 else CLEAN)
+            assert len(records()) == BURST  # a record each, at once; the others wait
+            lens.done()  # the proxy stops: what waits is written
+            return records()
+
+    written = asyncio.run(main())
+    said = [f"toolcall-lens POST {flow.request.pretty_url}: {flow.comment}" for flow in flows]
+    assert written == [
+        *((logging.INFO, line) for line in said[:BURST]),
+        (logging.INFO, said[BURST]),
+        (logging.WARNING, said[BURST + 1]),
+        (logging.INFO, "\n".join(said[BURST + 2 :])),
+    ]
+    assert "recency-misroute" in said[BURST + 1]
 
 
 def test_annotations_survive_a_dump_round_trip(lens):

@@ -1,0 +1,118 @@
+"""The addon's line a flow in mitmproxy's log: a record each at a human pace, shared records under load."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from toolcall_lens.loglines import BURST, WINDOW, LogLines
+
+INFO, WARNING = logging.INFO, logging.WARNING
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def records(caplog):
+    caplog.set_level(logging.INFO, logger="lines")
+    return lambda: [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "lines"]
+
+
+def lines_of(records) -> list[str]:
+    return [line for _, message in records for line in message.split("\n")]
+
+
+def test_lines_at_a_human_pace_are_a_record_each_written_at_once(records):
+    clock = Clock()
+    lines = LogLines(logging.getLogger("lines"), clock=clock)
+    for k in range(3 * BURST):
+        lines.say([(WARNING if k == 5 else INFO, f"flow {k}")])
+        assert records()[-1] == (WARNING if k == 5 else INFO, f"flow {k}")
+        clock.now += WINDOW / BURST  # BURST lines a window, no more
+    assert len(records()) == 3 * BURST
+
+
+def test_lines_beyond_the_burst_wait_for_the_windows_end_and_share_one_record_per_run_of_a_level(records):
+    clock = Clock()
+    levels = [INFO] * (BURST + 3) + [WARNING, WARNING, INFO, INFO]
+
+    async def main() -> list:
+        lines = LogLines(logging.getLogger("lines"), clock=clock)
+        for k, level in enumerate(levels):
+            lines.say([(level, f"flow {k}")])
+            clock.now += 0.001
+        assert len(records()) == BURST  # the first ones, at once
+        assert lines._timer is not None
+        # Scheduled as the first line waited, for the window's end: the window began BURST lines before.
+        waits = lines._timer.when() - asyncio.get_running_loop().time()
+        assert WINDOW - 0.001 * BURST - 0.05 < waits <= WINDOW - 0.001 * BURST
+        await asyncio.sleep(WINDOW + 0.05)
+        assert lines._timer is None
+        return records()
+
+    written = asyncio.run(main())
+    assert written[:BURST] == [(INFO, f"flow {k}") for k in range(BURST)]
+    assert written[BURST:] == [
+        (INFO, "\n".join(f"flow {k}" for k in range(BURST, BURST + 3))),
+        (WARNING, f"flow {BURST + 3}\nflow {BURST + 4}"),
+        (INFO, f"flow {BURST + 5}\nflow {BURST + 6}"),
+    ]
+    assert lines_of(written) == [f"flow {k}" for k in range(len(levels))]  # each once, in order
+
+
+def test_a_line_said_while_others_wait_waits_behind_them_even_in_a_new_window(records):
+    clock = Clock()
+
+    async def main() -> None:
+        lines = LogLines(logging.getLogger("lines"), clock=clock)
+        for k in range(BURST + 1):
+            lines.say([(INFO, f"flow {k}")])
+        clock.now += 2 * WINDOW  # the loop was late: a new window, but a line still waits
+        lines.say([(INFO, "late")])
+        assert lines_of(records()) == [f"flow {k}" for k in range(BURST)]
+        await asyncio.sleep(WINDOW + 0.05)
+
+    asyncio.run(main())
+    assert lines_of(records()) == [*(f"flow {k}" for k in range(BURST + 1)), "late"]
+
+
+def test_a_batch_said_together_is_one_record_per_run_and_counts_as_that_many(records):
+    clock = Clock()
+    lines = LogLines(logging.getLogger("lines"), clock=clock)
+    lines.say([(INFO, "r0"), (INFO, "r1"), (WARNING, "r2"), (INFO, "r3")])
+    assert records() == [(INFO, "r0\nr1"), (WARNING, "r2"), (INFO, "r3")]
+    assert lines._written == 3
+
+
+def test_flush_writes_what_waits_at_once_and_begins_a_window(records):
+    clock = Clock()
+
+    async def main() -> None:
+        lines = LogLines(logging.getLogger("lines"), clock=clock)
+        for k in range(BURST + 2):
+            lines.say([(INFO, f"flow {k}")])
+        lines.flush()
+        assert lines._timer is None
+        assert lines_of(records()) == [f"flow {k}" for k in range(BURST + 2)]
+        assert records()[-1] == (INFO, f"flow {BURST}\nflow {BURST + 1}")
+        lines.flush()  # nothing waits: nothing written
+        assert len(records()) == BURST + 1
+
+    asyncio.run(main())
+
+
+def test_without_an_event_loop_lines_beyond_the_burst_are_written_at_once(records):
+    clock = Clock()
+    lines = LogLines(logging.getLogger("lines"), clock=clock)
+    for k in range(BURST + 3):
+        lines.say([(INFO, f"flow {k}")])
+        assert lines_of(records())[-1] == f"flow {k}"
+    assert lines._timer is None

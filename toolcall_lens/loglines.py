@@ -1,0 +1,83 @@
+"""The addon's line a flow in mitmproxy's log.
+
+While flows end at a human pace, each flow's line is a log record of its own, written as the flow is
+annotated. When they end faster (more than ``BURST`` records within ``WINDOW`` seconds), the lines that
+come later in the window wait for its end and go together: a line each, in order, one record per run of
+lines of one level. A line waits ``WINDOW`` at most; ``flush`` writes what waits (the addon's ``done``).
+
+Why: mitmproxy hands every record to its terminal log and, as the deprecated ``add_log`` hook, to every
+addon of the proxy. Under load that costs the proxy more than the rest of telling a short flow
+(docs/performance.md, "The analysis worker").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+WINDOW = 0.1  # seconds
+BURST = 4  # records a window before lines wait for its end
+
+
+class LogLines:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        burst: int = BURST,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self._start = float("-inf")  # when the current window began
+        self._written = 0  # records written in it
+        self._waiting: list[tuple[int, str]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def say(self, lines: list[tuple[int, str]]) -> None:
+        """Log ``lines``, each ``(level, text)`` (one flow's, or the responses a connection settled
+        together): now, in one record per run of one level, or with the others at the window's end."""
+        now = self.clock()
+        if now - self._start >= self.window:
+            self._start, self._written = now, 0
+        if not self._waiting and self._written < self.burst:
+            self._written += self._write(lines)
+            return
+        self._waiting += lines
+        if self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop runs (hooks called by a script of one's own): now
+                self.flush()
+                return
+            self._timer = loop.call_later(self._start + self.window - now, self.flush)
+
+    def flush(self) -> None:
+        """Write the lines that wait, and begin a window."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._waiting = self._waiting, []
+        self._start = self.clock()
+        self._written = self._write(waiting)
+
+    def _write(self, lines: list[tuple[int, str]]) -> int:
+        """One record per run of lines of one level; returns how many were written."""
+        records = 0
+        run: list[str] = []
+        level = logging.INFO
+        for line_level, text in lines:
+            if run and line_level != level:
+                self.logger.log(level, "\n".join(run))
+                records += 1
+                run = []
+            level = line_level
+            run.append(text)
+        if run:
+            self.logger.log(level, "\n".join(run))
+            records += 1
+        return records
