@@ -64,11 +64,14 @@ def asked(body: dict | None, format: str | None) -> Asked:
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
     id: str
     by: str  # how its first turn was told: "header NAME", "websocket connection", "new"
-    turns: list[dict] = field(default_factory=list)  # each turn's summary, oldest first (``summary``)
+    # Each turn's summary (``summary``) as JSON, oldest first: bytes, which the garbage collector does not
+    # follow. As dicts and lists they were four objects or more a turn that the proxy's collections walked
+    # and promoted, ~20 us of its CPU a short flow under load (docs/performance.md).
+    turns: list[bytes] = field(default_factory=list)
     count: int = 0  # turns placed, the dropped ones included
     calls: dict[tuple, list[int]] = field(default_factory=dict)  # (name, arguments) -> its turns
     opened: int = 0  # in which order the sessions began
@@ -138,7 +141,7 @@ class Sessions:
                 self._by_response.popitem(last=False)
         add_warnings(result, self._loops(session, result, turn))
         result["session"] = {"id": session.id, "turn": turn, "by": by, "tool_results": tool_results or []}
-        session.turns.append(summary(result, flow_id, time))
+        session.turns.append(orjson.dumps(summary(result, flow_id, time)))
         if len(session.turns) > self.max_turns:
             del session.turns[0]
         return result["session"]
@@ -271,7 +274,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> dict:
     """A session as JSON: its turns (each call with what the later turns sent back for it), its totals,
     the calls it made ``loop_after`` times or more, and its calls never answered."""
-    turns = [dict(turn, calls=[dict(call) for call in turn["calls"]]) for turn in session.turns]
+    turns = [orjson.loads(turn) for turn in session.turns]
     unanswered = []
     used: set[tuple[int, int]] = set()  # (turn, position) of the results matched by name
     for n, turn in enumerate(turns):

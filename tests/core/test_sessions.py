@@ -5,6 +5,8 @@ evidence as the addon computes it."""
 
 from __future__ import annotations
 
+import gc
+
 from chat_flows import chat_stream, follow_up
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -283,6 +285,38 @@ def test_the_registry_is_bounded():
         sessions.place(analyze(chat_stream([])), f"g{n}", headers={"session-id": "long"})
     record = sessions.record(sessions.get("long"))
     assert [t["turn"] for t in record["turns"]] == [3, 4] and record["turns_dropped"] == 2
+
+
+def _tracked_from(root) -> int:
+    """How many objects the garbage collector follows, reachable from ``root`` (itself included; classes,
+    which every object reaches, left out)."""
+    seen, todo = set(), [root]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or not gc.is_tracked(obj) or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        todo.extend(gc.get_referents(obj))
+    return len(seen)
+
+
+def test_a_sessions_turns_are_kept_where_the_garbage_collector_does_not_walk():
+    # A proxy keeps a thousand sessions of up to a thousand turns. Held as dicts and lists (four objects
+    # the collector follows a turn of two calls, 805 here), every full collection of the proxy walked them
+    # all. Each turn is JSON bytes now; the session's record reads them back whole.
+    agent = Agent()
+    for n in range(200):
+        agent.turn(chat_stream([SEARCH, PROFILE]), headers={"session-id": "long"})
+    session = agent.sessions.get("long")
+    gc.collect()  # tuples of strings are untracked by a collection, as in a running proxy
+    assert _tracked_from(session) < 20  # the session, its lists and its two calls' turn counts
+    record = agent.sessions.record(session)
+    assert [t["turn"] for t in record["turns"]] == list(range(1, 201))
+    assert record["turns"][-1]["calls"] == [
+        {"id": "call_1", "name": "search", "arguments": '{"q": "rbi"}', "answered": None, "result": None},
+        {"id": "call_2", "name": "get_user", "arguments": '{"id": 7}', "answered": None, "result": None},
+    ]
+    assert record["turns"][0]["time"] == 1_700_000_001.0 and record["loops"][0]["times"] == 200
 
 
 @settings(max_examples=400, deadline=None)
