@@ -345,6 +345,31 @@ def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_o
     with_worker(go)
 
 
+def test_each_answer_awaited_is_given_its_whole_time_by_one_watchdog_and_leaves_it_once_answered(monkeypatch):
+    # One timer watches the oldest answer awaited, not one timeout per flow: a flow asked late is given its
+    # whole ANSWER_TIMEOUT even when the timer first fires for an earlier flow; answered flows are not held.
+    monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.6)
+
+    async def go(worker):
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            result = await chat_result(open_chat(worker))
+            assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        assert len(worker._deadlines) == 0  # answered: none of their futures (and results) kept
+        assert worker._watchdog is not None  # due at the first one's deadline, which it finds answered
+        await asyncio.sleep(0.3)
+        remote, stuck = open_stopped(worker)
+        asked = loop.time()
+        result = await chat_result(remote)
+        waited = loop.time() - asked
+        assert 0.6 <= waited < 0.6 + 0.5, waited  # its own deadline, not the first flow's
+        (warning,) = result["warnings"]
+        assert "gave no answer in 0.6 s and was stopped" in warning["message"]
+        assert stuck.poll() is not None and worker._watchdog is None and len(worker._deadlines) == 0
+
+    with_worker(go)
+
+
 def test_a_worker_that_stops_reading_costs_the_proxy_a_bounded_wait_not_a_hang(monkeypatch):
     # A full pipe: the write waits WRITE_TIMEOUT at most, then the worker is stopped and its flows fail.
     monkeypatch.setattr(worker_module, "WRITE_TIMEOUT", 0.3)
