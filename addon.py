@@ -547,8 +547,8 @@ class ToolcallLens:
         marker = self._settings().marker
         if watch.loud and marker:
             flow.marked = marker
-        # One log line per response; the lines of responses settled together, one record per run of the
-        # same level (each record costs mitmproxy ~60-90 us of CPU, a line in it next to nothing).
+        # One log line per response; the lines of responses settled together, one record per level (each
+        # record costs mitmproxy ~60-90 us of CPU, a line in it next to nothing).
         lines: list[tuple[int, str]] = []
         for result, model in zip(settled, asked_models, strict=True):
             self._emit(flow, result, model)

@@ -2,8 +2,9 @@
 
 While flows end at a human pace, each flow's line is a log record of its own, written as the flow is
 annotated. When they end faster (more than ``BURST`` records within ``WINDOW`` seconds), the lines that
-come later in the window wait for its end and go together: a line each, in order, one record per run of
-lines of one level. A line waits ``WINDOW`` at most; ``flush`` writes what waits (the addon's ``done``).
+come later in the window wait for its end and go together: a line each, one record per level (the
+warnings', the others'), each in the order its lines came. A line waits ``WINDOW`` at most; ``flush``
+writes what waits (the addon's ``done``).
 
 Why: mitmproxy hands every record to its terminal log and, as the deprecated ``add_log`` hook, to every
 addon of the proxy. Under load that costs the proxy more than the rest of telling a short flow
@@ -40,7 +41,7 @@ class LogLines:
 
     def say(self, lines: list[tuple[int, str]]) -> None:
         """Log ``lines``, each ``(level, text)`` (one flow's, or the responses a connection settled
-        together): now, in one record per run of one level, or with the others at the window's end."""
+        together): now, in one record per level, or with the others at the window's end."""
         now = self.clock()
         if now - self._start >= self.window:
             self._start, self._written = now, 0
@@ -66,18 +67,13 @@ class LogLines:
         self._written = self._write(waiting)
 
     def _write(self, lines: list[tuple[int, str]]) -> int:
-        """One record per run of lines of one level; returns how many were written."""
-        records = 0
-        run: list[str] = []
-        level = logging.INFO
-        for line_level, text in lines:
-            if run and line_level != level:
-                self.logger.log(level, "\n".join(run))
-                records += 1
-                run = []
-            level = line_level
-            run.append(text)
-        if run:
-            self.logger.log(level, "\n".join(run))
-            records += 1
-        return records
+        """One record per level, its lines in order; returns how many were written."""
+        if len(lines) == 1:
+            self.logger.log(*lines[0])
+            return 1
+        by_level: dict[int, list[str]] = {}
+        for level, text in lines:
+            by_level.setdefault(level, []).append(text)
+        for level, texts in by_level.items():
+            self.logger.log(level, "\n".join(texts))
+        return len(by_level)

@@ -24,7 +24,8 @@ _INSIDE = (
     ("watch", "__call__", "the stream callable (every chunk)"),
     ("worker", "_on_readable", "the worker's answers (read, unmarshal)"),
     ("lens", "_annotate", "annotate (all below)"),
-    ("logger", "log", "annotate: the log record"),
+    ("lines", "say", "annotate: the log line (a record, or held for a shared one)"),
+    ("logger", "log", "the log records (as the flow is annotated, or shared a tenth of a second later)"),
     ("lens", "_price_and_place", "annotate: the session (and the price, in the proxy)"),
     ("module", "summary_line", "annotate: the summary line"),
 )
@@ -65,6 +66,7 @@ class AddonParts:
             "module": type(lens).response.__globals__,  # the names addon.py's hooks call
             "watch": StreamWatch,
             "worker": AnalysisWorker,
+            "lines": lens.lines,
             "logger": logging.getLogger("toolcall_lens"),
         }
         for hook in _HOOKS:
