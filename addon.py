@@ -331,7 +331,7 @@ class ToolcallLens:
         if self.otlp is not None:
             self.otlp.close()  # the sessions' spans, then what is pending, within a few seconds
             self.otlp = None
-        self.lines.flush()
+        self.lines.close()  # a flow failed as the worker stopped is annotated later: its line at once
 
     # -- commands ------------------------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 While flows end at a human pace, each flow's line is a log record of its own, written as the flow is
 annotated. When they end faster (more than ``BURST`` records within ``WINDOW`` seconds), the lines that
 come later in the window wait for its end and go together: a line each, one record per level (the
-warnings', the others'), each in the order its lines came. A line waits ``WINDOW`` at most; ``flush``
-writes what waits (the addon's ``done``).
+warnings', the others'), each in the order its lines came. A line waits ``WINDOW`` at most; ``close`` (the addon's ``done``) writes what waits,
+and every line at once from then on (the proxy's loop may stop before a window's end).
 
 Why: mitmproxy hands every record to its terminal log and, as the deprecated ``add_log`` hook, to every
 addon of the proxy. Under load that costs the proxy more than the rest of telling a short flow
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable
 
@@ -65,6 +66,11 @@ class LogLines:
         waiting, self._waiting = self._waiting, []
         self._start = self.clock()
         self._written = self._write(waiting)
+
+    def close(self) -> None:
+        """The proxy stops: what waits is written now, and every line from now on as it comes."""
+        self.flush()
+        self.burst = sys.maxsize
 
     def _write(self, lines: list[tuple[int, str]]) -> int:
         """One record per level, its lines in order; returns how many were written."""

@@ -136,3 +136,21 @@ def test_without_an_event_loop_lines_beyond_the_burst_are_written_at_once(record
         lines.say([(INFO, f"flow {k}")])
         assert lines_of(records())[-1] == f"flow {k}"
     assert lines._timer is None
+
+
+def test_once_closed_what_waits_is_written_and_every_line_after_at_once(records):
+    # The proxy stops: lines of flows annotated after its done hook (failed as the worker stopped) must not
+    # wait for a window's end the stopping loop may never reach.
+    clock = Clock()
+
+    async def main() -> None:
+        lines = LogLines(logging.getLogger("lines"), clock=clock)
+        for k in range(BURST + 2):
+            lines.say([(INFO, f"flow {k}")])
+        lines.close()
+        assert lines_of(records()) == [f"flow {k}" for k in range(BURST + 2)]
+        for k in range(BURST + 2, 3 * BURST):
+            lines.say([(WARNING, f"flow {k}")])
+            assert records()[-1] == (WARNING, f"flow {k}") and lines._timer is None
+
+    asyncio.run(main())
