@@ -184,6 +184,7 @@ class ToolcallLens:
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
         progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
+        turn = self.turn_facts.get(flow.id)  # the request hook's: its body is then not read again
         watch, skipped = open_watch(
             flow,
             exchange.format,
@@ -192,6 +193,7 @@ class ToolcallLens:
             on_progress=progress,
             worker=self.worker if settings.worker else None,
             price=self._asked(flow) if settings.worker else None,
+            facts=turn.request if turn is not None else None,
         )
         if skipped is not None:
             logger.info(

@@ -30,7 +30,11 @@ def decoded(request) -> dict | None:
 
 
 def request_facts(request, format: str | None = None) -> RequestFacts | None:
-    """The facts of a request body, or None when it is not a JSON object."""
+    """The facts of a request body, or None when it is not a JSON object; facts read earlier (the
+    addon reads them as the request passes, and ships them to its worker instead of the body) are
+    themselves."""
+    if isinstance(request, RequestFacts):
+        return request
     request = decoded(request)
     if request is None:
         return None

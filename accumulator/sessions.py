@@ -29,6 +29,7 @@ from typing import NamedTuple
 import orjson
 
 from .echo import tool_results
+from .request import RequestFacts, request_facts
 from .result import add_warnings
 
 # Request headers that name an agent run, as the agents send them (lower case).
@@ -43,12 +44,14 @@ _DISTINCT_CALLS = 10_000  # distinct calls a session counts for loops
 
 class Asked(NamedTuple):
     """What a request says of its turn: the tool results it sends back (``echo.tool_results``), the
-    response it follows (Responses' ``previous_response_id``) and the model it asks for (a response
-    that names none, Cohere's, is priced by it)."""
+    response it follows (Responses' ``previous_response_id``), the model it asks for (a response
+    that names none, Cohere's, is priced by it) and what it declares of tools (``request_facts``: the
+    stream's analysis takes them instead of the body, which is then parsed once)."""
 
     tool_results: list[dict]
     previous_response_id: str | None
     model: str | None
+    request: RequestFacts | None = None
 
 
 def asked(body: dict | None, format: str | None) -> Asked:
@@ -61,6 +64,7 @@ def asked(body: dict | None, format: str | None) -> Asked:
         tool_results(body, format),
         previous if type(previous) is str else None,
         model if type(model) is str else None,
+        request_facts(body, format),
     )
 
 

@@ -14,7 +14,7 @@ from .formats import DEFAULT_FORMAT, SNIFF_BYTES, sniff_format
 from .formats.base import JsonDialect, WireFormat, snippet
 from .framing import FRAMERS, MALFORMED, OVERSIZED, Framer, parse_json
 from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits, checked_strategies
-from .request import request_facts
+from .request import RequestFacts, request_facts
 from .result import Result, build_result
 from .strategies import STRATEGIES
 from .timing import StreamTiming
@@ -49,7 +49,8 @@ class StreamAccumulator:
 
     ``format`` names the wire format (``FORMATS``); None recognises it from the first bytes, and then
     ``finish()`` returns None if they were not an LLM stream it reads. ``request`` is the request body
-    (bytes, str or a decoded dict): with it, calls are checked against the tools it declares.
+    (bytes, str or a decoded dict), or its facts read already (``accumulator.request.request_facts``):
+    with it, calls are checked against the tools it declares.
     ``encoding`` is the response's Content-Encoding: the bytes fed are as sent, decoded here.
 
     ``limits`` (``accumulator.Limits``) holds the memory of one stream whatever it sends and names the
@@ -60,7 +61,7 @@ class StreamAccumulator:
         self,
         format: str | None = DEFAULT_FORMAT,
         *,
-        request: bytes | str | dict | None = None,
+        request: bytes | str | dict | RequestFacts | None = None,
         encoding: str | None = None,
         started_at: float | None = None,
         limits: Limits = DEFAULT_LIMITS,

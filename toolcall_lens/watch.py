@@ -9,6 +9,7 @@ import time
 
 from accumulator import StreamAccumulator, failure_result
 from accumulator.decoding import supported as encoding_supported
+from accumulator.request import RequestFacts
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from accumulator.rewrite.formats import skip_reason
 
@@ -328,16 +329,18 @@ def open_watch(
     on_progress=None,
     worker: AnalysisWorker | None = None,
     price: tuple | None = None,
+    facts: RequestFacts | None = None,
 ):
     """The stream callable of a new LLM stream on ``flow`` (its response headers in): a StreamWatch, wrapped
     in a RewriteWatch when a rewrite asked for applies (the headers then fitted to the new body); and the
     note of a rewrite that was asked for and does not apply (None otherwise), also put on the result.
     With a ``worker`` (and an event loop), a stream that is not rewritten is analysed there, and its
-    result priced there as ``price`` says (``remote_settings``)."""
+    result priced there as ``price`` says (``remote_settings``). ``facts``: the request's, read as it
+    passed; the body is then neither read again nor shipped (a real agent's is a MiB)."""
     headers = flow.response.headers
     # The clock the timing facts count from: when mitmproxy had the whole request.
     started = flow.request.timestamp_end or flow.request.timestamp_start
-    request = flow.request.get_content(strict=False)
+    request = facts if facts is not None else flow.request.get_content(strict=False)
     encoding = headers.get("content-encoding", "")
     rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
     try:

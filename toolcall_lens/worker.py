@@ -33,6 +33,7 @@ from pathlib import Path
 from accumulator import Connection, StreamAccumulator
 from accumulator.cost import Prices, parse_price_file
 from accumulator.limits import Limits
+from accumulator.request import RequestFacts
 from accumulator.warnings import WarningLog
 from accumulator.websocket import MAX_RESULTS
 
@@ -123,6 +124,9 @@ def serve(stdin, stdout) -> None:
             if op == OPEN:
                 settings = dict(payload)
                 settings["limits"] = Limits(**settings["limits"])
+                facts = settings.pop("facts", None)
+                if facts is not None:
+                    settings["request"] = RequestFacts(*facts)
                 asked[key] = settings.pop("price", None)
                 flows[key] = StreamAccumulator(settings.pop("format"), **settings)
             elif op == CONNECT:
@@ -601,11 +605,16 @@ def _asdict(limits) -> dict:
 
 
 def remote_settings(format, request, encoding, started, limits, price: tuple | None = None) -> dict:
-    """The arguments of a flow's accumulator, as the worker rebuilds them; ``price``: (the URL, the
-    request's time, the model it asked for) to price the result there (None: the proxy prices it)."""
+    """The arguments of a flow's accumulator, as the worker rebuilds them; ``request``: its body, or
+    its facts (``RequestFacts``, shipped as a tuple); ``price``: (the URL, the request's time, the model
+    it asked for) to price the result there (None: the proxy prices it)."""
+    facts = None
+    if isinstance(request, RequestFacts):
+        facts, request = (request.tools, request.parallel, request.forced, request.usage_asked), None
     return {
         "format": format,
         "request": request,
+        "facts": facts,
         "encoding": encoding,
         "started_at": started,
         "limits": _limits(limits),

@@ -12,6 +12,7 @@ from chat_flows import chat_stream
 
 from accumulator import analyze
 from accumulator.cost import Prices, parse_price_file
+from accumulator.request import request_facts
 from accumulator.sessions import MAX_RESPONSE_IDS, Asked, Sessions, asked
 from accumulator.usage import normalised
 
@@ -55,14 +56,26 @@ def test_a_request_names_the_response_it_follows_and_its_model_and_sends_back_it
         "contents": [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}],
     }
     assert asked(body, "openai-chat") == Asked(
-        [{"id": "call_1", "size": 2, "error": None}], "resp_1", "gpt-4o"
+        [{"id": "call_1", "size": 2, "error": None}], "resp_1", "gpt-4o", request_facts(body, "openai-chat")
     )
+
+
+def test_a_request_carries_what_it_declares_of_tools_read_once_for_the_streams_analysis():
+    body = {
+        "model": "gpt-4o",
+        "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+        "parallel_tool_calls": False,
+        "tool_choice": {"type": "function", "function": {"name": "search"}},
+    }
+    facts = asked(body, "openai-chat").request
+    assert facts == request_facts(body, "openai-chat")
+    assert facts.tools == {"search": {"type": "object"}} and facts.parallel is False
+    assert facts.forced == "search"
+    assert request_facts(facts, "openai-chat") is facts  # read once: the accumulator takes them as they are
 
 
 def test_a_previous_response_id_or_model_that_is_no_string_is_none():
-    assert asked({"previous_response_id": 7, "model": ["gpt-4o"]}, "openai-responses") == Asked(
-        [], None, None
-    )
+    assert asked({"previous_response_id": 7, "model": ["gpt-4o"]}, "openai-responses")[:3] == ([], None, None)
 
 
 # --- Sessions.place: the flow and response indexes, bounded ----------------------------------------------

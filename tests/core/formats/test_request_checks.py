@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning
+from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning, without_timing
 
-from accumulator import analyze
+from accumulator import StreamAccumulator, analyze
 from accumulator.cli import main
 from accumulator.request import request_facts
 
@@ -111,6 +111,19 @@ def test_each_request_check_through_the_cli(tmp_path, capsys, check, body, tripp
     assert check in found and status == 1
     status, found = cli(tmp_path, body, clean, capsys)
     assert found == [] and status == 0
+
+
+@pytest.mark.parametrize("check,body,tripping,clean", CASES, ids=[f"{c[0]}-{c[1].stem}" for c in CASES])
+def test_the_requests_facts_read_once_give_the_result_its_body_gives(check, body, tripping, clean):
+    # The addon reads the facts as the request passes and gives the stream's analysis those, not the body.
+    fmt = "anthropic-messages" if body is ANTHROPIC else "openai-chat"
+    stream = body.read_bytes()
+    for request in (tripping, clean):
+        facts = request_facts(json.dumps(request).encode(), fmt)
+        acc = StreamAccumulator(fmt, request=facts)
+        acc.feed(stream)
+        assert without_timing(acc.finish()) == without_timing(analyze(stream, fmt, request=request))
+        assert request_facts(facts, fmt) is facts
 
 
 def test_one_call_with_parallel_calls_off_is_fine():
@@ -236,7 +249,10 @@ def test_a_bedrock_system_tool_declares_its_name():
     spec = {"toolSpec": {"name": "get_weather", "inputSchema": {"json": {"type": "object"}}}}
     request = {"toolConfig": {"tools": [spec, {"systemTool": {"name": "get_time"}}]}}
     assert codes(analyze(body, "bedrock-converse", request=request)) == []
-    assert request_facts(request, "bedrock-converse").tools == {"get_weather": {"type": "object"}, "get_time": None}
+    assert request_facts(request, "bedrock-converse").tools == {
+        "get_weather": {"type": "object"},
+        "get_time": None,
+    }
     # Without it, the same call is undeclared: the check still speaks.
     request = {"toolConfig": {"tools": [spec]}}
     assert codes(analyze(body, "bedrock-converse", request=request)) == ["undeclared-tool"]
