@@ -158,8 +158,9 @@ class ToolcallLens:
 
     def _examine(self, flow: http.HTTPFlow, format: str) -> None:
         try:
+            raw = flow.request.raw_content
             body = decoded(flow.request.get_content(strict=False))
-            self.turn_facts[flow.id] = asked(body, format)
+            self.turn_facts[flow.id] = asked(body, format)._replace(read_from=raw)
             echoes, evidence = self.observed.examine(body, format)
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
@@ -184,7 +185,11 @@ class ToolcallLens:
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
         progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
-        turn = self.turn_facts.get(flow.id)  # the request hook's: its body is then not read again
+        # What the request hook read of the request: its body is not read again, unless another addon
+        # changed it before it went out.
+        turn = self.turn_facts.get(flow.id)
+        if turn is not None and turn.read_from is not flow.request.raw_content:
+            turn = None
         watch, skipped = open_watch(
             flow,
             exchange.format,

@@ -52,6 +52,9 @@ class Asked(NamedTuple):
     previous_response_id: str | None
     model: str | None
     request: RequestFacts | None = None
+    # The body ``request`` was read from, as bytes (the addon's): one changed since, by another addon
+    # before the request went out, is read again for the stream's analysis.
+    read_from: bytes | None = None
 
 
 def asked(body: dict | None, format: str | None) -> Asked:

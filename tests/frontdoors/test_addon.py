@@ -573,6 +573,28 @@ def test_flows_ending_faster_than_a_person_reads_share_records_and_done_writes_w
     assert "recency-misroute" in said[BURST + 1]
 
 
+def test_a_request_changed_by_another_addon_after_the_request_hook_is_read_as_it_went_out(lens):
+    # The stream's checks take the tools the request hook read, unless the body changed since: a script
+    # after this one that declares one more tool (or one fewer) must be seen as the provider saw it.
+    declared = {"tools": [{"type": "function", "function": {"name": "search_circulars"}}], "stream": True}
+    both = {
+        **declared,
+        "tools": [*declared["tools"], {"type": "function", "function": {"name": "get_user_profile"}}],
+    }
+    for first, sent, expected in (
+        (declared, both, False),
+        (both, declared, True),
+        (declared, declared, True),
+    ):
+        flow = llm_flow(request=first)
+        lens.request(flow)
+        if sent is not first:
+            flow.request.content = json.dumps(sent).encode()  # another addon's request hook
+        stream_through(lens, flow, PRODUCTION)
+        codes = [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
+        assert ("undeclared-tool" in codes) is expected, (sent, codes)
+
+
 def test_annotations_survive_a_dump_round_trip(lens):
     flow = llm_flow()
     stream_through(lens, flow, PRODUCTION)
