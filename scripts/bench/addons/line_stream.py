@@ -32,7 +32,7 @@ class LineStream:
         )
 
     def done(self) -> None:
-        self.lines.flush()
+        self.lines.close()  # as the addon: what waits is written, later lines at once
 
 
 addons = [LineStream()]
