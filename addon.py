@@ -190,6 +190,9 @@ class ToolcallLens:
         turn = self.turn_facts.get(flow.id)
         if turn is not None and turn.read_from is not flow.request.raw_content:
             turn = None
+        # Read once (mitmproxy builds it from the host header each time, ~10 us in a busy proxy): the
+        # worker prices with it, the flow's log line tells it.
+        url = flow.request.pretty_url
         watch, skipped = open_watch(
             flow,
             exchange.format,
@@ -197,15 +200,16 @@ class ToolcallLens:
             keep_body=not own_copy,
             on_progress=progress,
             worker=self.worker if settings.worker else None,
-            price=self._asked(flow) if settings.worker else None,
+            price=self._asked(flow, url) if settings.worker else None,
             facts=turn.request if turn is not None else None,
         )
         if skipped is not None:
             logger.info(
                 "toolcall-lens: not rewriting %s: %s",
-                flow.request.pretty_url,
+                url,
                 "; ".join(f"{s['name']}: {s['reason']}" for s in skipped["skipped"]),
             )
+        watch.url = url
         self.watches[flow.id] = watch
         flow.response.stream = watch
 
@@ -642,15 +646,20 @@ class ToolcallLens:
         if watch.body_cap and flow.response is not None:
             flow.response.raw_content = body
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
-            self._annotate(flow, result)
+            self._annotate(flow, result, watch.url)
 
-    def _asked(self, flow: http.HTTPFlow) -> tuple:
+    def _asked(self, flow: http.HTTPFlow, url: str | None = None) -> tuple:
         """How the worker prices a flow's results: (its URL, its request's time, the model it asked for)."""
         facts = self.turn_facts.get(flow.id)
-        return flow.request.pretty_url, flow.request.timestamp_start, facts.model if facts else None
+        return url or flow.request.pretty_url, flow.request.timestamp_start, facts.model if facts else None
 
     def _price_and_place(
-        self, flow: http.HTTPFlow, result: dict, connection: bool = False, headers=None
+        self,
+        flow: http.HTTPFlow,
+        result: dict,
+        connection: bool = False,
+        headers=None,
+        url: str | None = None,
     ) -> str | None:
         """The response's cost, and its place in its agent session (loop warnings with it). Returns the
         model its request asked for."""
@@ -658,7 +667,7 @@ class ToolcallLens:
         request = flow.request
         facts = self.turn_facts.pop(flow.id, None) or Asked([], None, None)
         if "cost" not in result:  # a result from the worker comes priced
-            price(settings.prices, result, request.pretty_url, request.timestamp_start, facts.model)
+            price(settings.prices, result, url or request.pretty_url, request.timestamp_start, facts.model)
         try:
             self.sessions.place(
                 result,
@@ -673,11 +682,13 @@ class ToolcallLens:
             logger.warning("toolcall-lens: placing a flow in its session failed: %s", describe(exc))
         return facts.model
 
-    def _annotate(self, flow: http.HTTPFlow, result: dict) -> None:
+    def _annotate(self, flow: http.HTTPFlow, result: dict, url: str | None = None) -> None:
+        """A flow's result on it (``url``: its request's pretty URL, if read already)."""
         echoes = self.echo_warnings.pop(flow.id, None)
+        url = url or flow.request.pretty_url
         if echoes is not None:
             add_evidence(result, *echoes)
-        self._emit(flow, result, self._price_and_place(flow, result))
+        self._emit(flow, result, self._price_and_place(flow, result, url=url))
         self.observed.record(result, flow.id)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result
@@ -688,7 +699,7 @@ class ToolcallLens:
         if loud and marker:
             flow.marked = marker
         level = logging.WARNING if loud else logging.INFO
-        self.lines.say([(level, f"toolcall-lens {flow.request.method} {flow.request.pretty_url}: {line}")])
+        self.lines.say([(level, f"toolcall-lens {flow.request.method} {url}: {line}")])
         if self.jsonl is not None:
             try:
                 self.jsonl.append(record(flow, result))

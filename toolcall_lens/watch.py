@@ -60,6 +60,7 @@ class StreamWatch:
         "rewrite_note",
         "room",
         "seen",
+        "url",
     )
 
     def __init__(
@@ -90,6 +91,7 @@ class StreamWatch:
         self.seen = 0
         self.failure: str | None = None
         self.rewrite_note: dict | None = None  # a rewrite was asked for and did not apply: why
+        self.url: str | None = None  # the flow's request URL as mitmproxy shows it, once the addon read it
 
     @property
     def kept(self) -> int:
@@ -215,7 +217,7 @@ class RewriteWatch:
     result), and to the client. Never raises: if rewriting fails, the bytes pass as they came.
     """
 
-    __slots__ = ("client", "failure", "inner", "rewriter", "upstream", "upstream_failure")
+    __slots__ = ("client", "failure", "inner", "rewriter", "upstream", "upstream_failure", "url")
 
     def __init__(self, upstream: StreamAccumulator, rewriter: StreamRewriter, client: StreamWatch) -> None:
         self.upstream = upstream
@@ -225,6 +227,7 @@ class RewriteWatch:
         self.inner, client.inner = client.inner, None
         self.failure: str | None = None  # the rewriting failed: the bytes pass as they come
         self.upstream_failure: str | None = None  # only the upstream's analysis failed: rewriting goes on
+        self.url: str | None = None  # as StreamWatch.url
 
     @property
     def accumulator(self) -> StreamAccumulator:

@@ -11,7 +11,7 @@ from accumulator import Connection
 from accumulator.report import ConnectionTally
 
 from .watch import HELD_CHUNKS, SHIPPED_CHUNKS, describe
-from .worker import FAILED, RemoteConnection, WorkerGone
+from .worker import FAILED, RemoteConnection, WorkerGone, unpacked
 
 _UPSTREAM_KEPT = 1000  # responses whose upstream comparison a rewritten connection's record keeps
 # A quiet connection's held messages are fed this long after the first of them passed (a turn's last
@@ -209,6 +209,7 @@ class RemoteSocketWatch(WebSocketWatch):
         raises (it runs in the worker's reader, which serves every flow)."""
         try:
             settled, summary, failure = payload
+            settled = unpacked(settled)
             self.connection.update(settled, summary)
             if failure is not None:
                 self.failure = failure

@@ -10,7 +10,7 @@ import re
 
 import pytest
 from faults import Failing
-from mitmproxy import exceptions
+from mitmproxy import exceptions, http
 from mitmproxy import io as mio
 from mitmproxy.addons import errorcheck
 from mitmproxy.test import taddons, tflow
@@ -533,6 +533,29 @@ def test_store_streamed_bodies_keeps_the_body_once():
     assert watch.chunks == [] and watch.pieces == [] and watch.kept == 0
     assert flow.response.raw_content is stored
     assert "body-truncated" not in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
+
+
+def test_a_streams_url_is_read_once_for_its_price_and_its_log_line(lens, caplog, monkeypatch):
+    # mitmproxy builds pretty_url from the Host header each time it is read (~10 us of a busy proxy's
+    # thread): the addon reads it once, as the response headers come, for the price and the log line.
+    caplog.set_level(logging.INFO, logger="toolcall_lens")
+    priced_with = []
+    real_price = addon_module.price
+    monkeypatch.setattr(
+        addon_module,
+        "price",
+        lambda prices, result, url, *rest: priced_with.append(url) or real_price(prices, result, url, *rest),
+    )
+    reads = []
+    pretty_url = http.Request.pretty_url
+    monkeypatch.setattr(http.Request, "pretty_url", property(lambda r: reads.append(1) or pretty_url.fget(r)))
+    flow = llm_flow()
+    flow.request.headers["host"] = "api.openai.com:8443"  # what the client asked for, as mitmproxy shows it
+    stream_through(lens, flow, PRODUCTION)
+    assert len(reads) == 1
+    assert priced_with == ["http://api.openai.com:8443/v1/chat/completions"]
+    (line,) = [r.message for r in caplog.records if r.name == "toolcall_lens"]
+    assert line.startswith("toolcall-lens POST http://api.openai.com:8443/v1/chat/completions: ")
 
 
 def test_one_log_line_per_llm_flow(lens, caplog):

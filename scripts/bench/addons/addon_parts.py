@@ -19,10 +19,11 @@ _INSIDE = (
     ("lens", "_examine", "request: the echo check and the session facts"),
     ("lens", "_classify", "responseheaders: classify"),
     ("module", "redact_credentials", "responseheaders: redact credentials"),
-    ("lens", "_asked", "responseheaders: the URL and model to price with"),
+    ("lens", "_asked", "responseheaders: the request's time and model to price with"),
     ("module", "open_watch", "responseheaders: open the flow (in the worker)"),
     ("watch", "__call__", "the stream callable (every chunk)"),
-    ("worker", "_on_readable", "the worker's answers (read, unmarshal)"),
+    ("worker", "_on_readable", "the worker's answers (read, each to who waits for it)"),
+    ("worker_module", "unpacked", "the worker's answers: the result read back from its JSON"),
     ("lens", "_annotate", "annotate (all below)"),
     ("lines", "say", "annotate: the log line (a record, or held for a shared one)"),
     ("logger", "log", "the log records (as the flow is annotated, or shared a tenth of a second later)"),
@@ -57,6 +58,7 @@ class AddonParts:
             setattr(owner, attribute, timed)
 
     def running(self) -> None:
+        from toolcall_lens import worker as worker_module
         from toolcall_lens.watch import StreamWatch
         from toolcall_lens.worker import AnalysisWorker
 
@@ -66,6 +68,7 @@ class AddonParts:
             "module": type(lens).response.__globals__,  # the names addon.py's hooks call
             "watch": StreamWatch,
             "worker": AnalysisWorker,
+            "worker_module": vars(worker_module),  # unpacked, as RemoteAccumulator.finish calls it
             "lines": lens.lines,
             "logger": logging.getLogger("toolcall_lens"),
         }
