@@ -130,8 +130,25 @@ def sniff_message(body: bytes) -> str | None:
 
 def _readers(format: str | None, attribute: str) -> list:
     """One format's request reader, or every distinct one (formats that share a shape share a reader)."""
-    wires = [get(format)] if format is not None else FORMATS.values()
+    found = _READERS.get((format, attribute))
+    if found is not None:
+        return found
+    wires = [get(format)] if format is not None else FORMATS.values()  # an unknown name: ValueError
     return list(dict.fromkeys(getattr(wire, attribute) for wire in wires))
+
+
+def _reader_table() -> dict[tuple[str | None, str], list]:
+    """``_readers`` of every format and of none, built once: a request is read by five of them, and
+    building each list anew was half of reading a short request's facts (~6 of 12 us)."""
+    table: dict[tuple[str | None, str], list] = {}
+    for attribute in ("tools", "parallel", "forced", "usage_asked", "echoes"):
+        table[(None, attribute)] = list(dict.fromkeys(getattr(wire, attribute) for wire in FORMATS.values()))
+        for name in (*WEBSOCKET_FORMATS, *FORMATS):
+            table[(name, attribute)] = [getattr(get(name), attribute)]
+    return table
+
+
+_READERS = _reader_table()
 
 
 def request_tools(request: dict, format: str | None = None) -> dict | None:
