@@ -23,6 +23,7 @@ from . import formats
 
 LIBRARY = f"genai-prices {version('genai-prices')}"
 _MILLION = 1_000_000
+UNKNOWN_KEPT = 256  # (model, URL, provider) remembered as unpriced, per ``Prices``
 # A price file's keys: USD per million tokens of each kind.
 PRICE_KEYS = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
 
@@ -78,6 +79,10 @@ class Prices:
         self.overrides = overrides or {}
         self.source = source  # where the overrides came from (a path), for the result's price
         self.content = content  # the price file as read (an analysis worker parses it again)
+        # (model, API URL, provider) the library knows no price for, newest last, at most UNKNOWN_KEPT: its
+        # search for a model it lacks walks every model of the provider (~70-90 us a response, for every
+        # response of a local or custom model), and its answer depends on nothing else.
+        self._unknown: dict[tuple[str, str | None, str], None] = {}
 
     def cost(
         self,
@@ -129,9 +134,16 @@ class Prices:
                 None,
                 f"no price for {name!r}: {result['format']} serves local models ({LIBRARY} has none); a price file can give one",
             )
+        api_url = _api_url(url)
+        unknown = (name, api_url, provider)
         try:
-            found = _lookup(tokens, name, url, provider, when)
+            if unknown in self._unknown:
+                raise LookupError(name)
+            found = _lookup(tokens, name, api_url, provider, when)
         except LookupError:
+            self._unknown[unknown] = None
+            if len(self._unknown) > UNKNOWN_KEPT:
+                del self._unknown[next(iter(self._unknown))]
             return (
                 None,
                 f"{LIBRARY} knows no price for model {name!r} ({provider}); a price file can give one",
@@ -152,16 +164,23 @@ class Prices:
         return _cost(found.model_price, amounts, tokens, price), None
 
 
-def _lookup(tokens: Usage, name: str, url: str | None, provider: str, when: datetime | None):
+def _api_url(url: str | None) -> str | None:
+    """Where a request went, as the library knows providers by it: no query (an API key may be in it)."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def _lookup(tokens: Usage, name: str, api_url: str | None, provider: str, when: datetime | None):
     """The library's price calculation: by the URL's host first (OpenRouter, Azure, Groq speak the
     formats of others), else by the format's provider."""
-    if url:
-        parts = urlsplit(url)
+    if api_url:
         try:
             return calc_price(
                 tokens,
                 name,
-                provider_api_url=f"{parts.scheme}://{parts.netloc}{parts.path}",
+                provider_api_url=api_url,
                 genai_request_timestamp=when,
             )
         except LookupError:

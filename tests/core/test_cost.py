@@ -282,6 +282,38 @@ def test_a_model_the_library_does_not_know_has_no_cost_and_a_note_saying_a_price
     assert note == f"{LIBRARY} knows no price for model 'my-finetune-7' (openai); a price file can give one"
 
 
+def test_a_model_the_library_does_not_know_is_looked_up_once_per_url_and_provider(monkeypatch):
+    # The library's search for a model it lacks walks every model of the provider (~70-90 us): a proxy
+    # of a local or custom model would pay it on every response. The answer depends on the model, where
+    # the request went and the provider alone, so each Prices asks once (a bounded memory of them).
+    from accumulator import cost as cost_module
+
+    asked = []
+    real = cost_module.calc_price
+    monkeypatch.setattr(
+        cost_module, "calc_price", lambda *args, **kwargs: asked.append(args[1]) or real(*args, **kwargs)
+    )
+    prices = Prices()
+    custom = result_of("openai-chat", "my-finetune-7", input=10, output=5)
+    gateway = "http://127.0.0.1:8080/v1/chat/completions"
+    first = unpriced(custom, prices, url=gateway + "?key=one")
+    assert len(asked) == 2  # by the URL's host (unknown), then by the format's provider
+    assert unpriced(custom, prices, url=gateway + "?key=two") == first and len(asked) == 2
+    unpriced(custom, prices)  # no URL: another question (by the format's provider alone)
+    unpriced(custom, Prices(), url=gateway)  # another Prices: asks for itself
+    assert len(asked) == 5
+    # A model it knows is priced each time, tokens and all.
+    known = result_of("openai-chat", "gpt-4o", input=1_000, output=500, cache_read=0)
+    assert priced(known, prices, url=gateway)["total"] > 0 and priced(known, prices, url=gateway)
+    assert asked[5:] == ["gpt-4o"] * 4  # twice each: the gateway's host is unknown, then the provider
+    # Bounded: the oldest is asked about again once UNKNOWN_KEPT newer ones came.
+    for n in range(cost_module.UNKNOWN_KEPT):
+        unpriced(result_of("openai-chat", f"my-model-{n}", input=1, output=1), prices)
+    before = len(asked)
+    unpriced(custom, prices, url=gateway)
+    assert len(asked) == before + 2
+
+
 def test_a_local_ollama_model_has_no_cost_and_a_note_saying_so():
     result = result_of("ollama-chat")
     assert result["model"] == "qwen3:8b" and result["usage"]["input"] == 152
