@@ -549,8 +549,8 @@ class ToolcallLens:
         # Priced and placed first: a loop the session sees is in the tally, the comment and the marker. (The
         # upgrade's headers and URL, read once for the batch: mitmproxy's lookups cost 4 us each.)
         headers = _session_headers(flow.request.headers)
-        asked_models = [self._price_and_place(flow, result, True, headers) for result in settled]
         url = flow.request.pretty_url
+        asked_models = [self._price_and_place(flow, result, True, headers, url) for result in settled]
         watch.refresh(settled)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = watch.record

@@ -6,9 +6,10 @@ The proxy side (``AnalysisWorker``, ``RemoteAccumulator``) runs on mitmproxy's e
 waits for its result without stopping other flows (the hook returns an awaitable). The worker is this
 module run as ``python -m toolcall_lens.worker``: messages in on stdin, answers out on stdout, each a
 length and a ``marshal`` payload (bytes, numbers, strings, lists and dicts, which is all a stream and a
-result hold); a result travels inside it as its JSON (``packed``), which the proxy reads back faster. Nothing a flow does can stop the worker: a fault inside one flow's analysis ends that
-flow's result as a failure, as it would in the proxy. If the worker dies or stops answering, every flow
-waiting on it gets a failure result saying so, the bytes keep flowing, and the next flow starts a new one.
+result hold); a result travels inside it as its JSON (``packed``), which the proxy reads back faster.
+Nothing a flow does can stop the worker: a fault inside one flow's analysis ends that flow's result as a
+failure, as it would in the proxy. If the worker dies or stops answering, every flow waiting on it gets a
+failure result saying so, the bytes keep flowing, and the next flow starts a new one.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ logger = logging.getLogger("toolcall_lens")
 
 # OPEN a flow's stream, CONNECT a WebSocket connection; FEED, NOTE, SNAPSHOT and FINISH either; SETTLED:
 # the worker's word that a connection's batch settled responses (or failed), unasked; PRICES: the prices
-# the results are priced with (the worker prices them: genai-prices takes 50-80 us a response).
+# the results are priced with (the worker prices them: genai-prices takes 70-130 us a response).
 OPEN, FEED, NOTE, SNAPSHOT, FINISH, CONNECT, SETTLED, PRICES = range(8)
 FAILED = "failed"
 _LENGTH = struct.Struct("<I")
