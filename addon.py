@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
+from mitmproxy.net.http import url as urls
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls, add_evidence, no_evidence
@@ -60,6 +61,7 @@ ECHO_WAIT = 2.0
 
 
 _SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}
+URL_HOSTS = 256  # (scheme, Host header) pairs whose URL beginning a proxy remembers (``_pretty_url``)
 
 
 def _session_headers(headers) -> dict[str, str]:
@@ -72,6 +74,26 @@ def _session_headers(headers) -> dict[str, str]:
         if known is not None:
             found.setdefault(known, []).append(value.decode("utf-8", "surrogateescape"))
     return {name: ", ".join(values) for name, values in found.items()}
+
+
+def _pretty_url(request: http.Request, known: dict[tuple[str, str], str]) -> str:
+    """``request.pretty_url``, built as mitmproxy builds it, with the part before the path kept in
+    ``known`` by (scheme, Host header): mitmproxy parses and checks the header on every read (~25 us of
+    a busy proxy's thread), and a proxy sees few hosts. A CONNECT, or a request with no Host header,
+    is mitmproxy's own reading."""
+    host_header = request.host_header
+    if not host_header or request.method == "CONNECT":
+        return request.pretty_url
+    scheme = request.scheme
+    start = known.get((scheme, host_header))
+    if start is None:
+        host, port = urls.parse_authority(host_header, check=False)
+        start = urls.unparse(scheme, host, port or urls.default_port(scheme) or 443, "")
+        if len(known) >= URL_HOSTS:
+            del known[next(iter(known))]
+        known[(scheme, host_header)] = start
+    path = request.path
+    return start + path if path != "*" else start
 
 
 def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
@@ -111,6 +133,7 @@ class ToolcallLens:
         # Each flow's log line: a record of its own, or, when flows end faster than a human reads, a few
         # in one record a tenth of a second later (toolcall_lens/loglines.py says why).
         self.lines = LogLines(logger)
+        self.url_starts: dict[tuple[str, str], str] = {}  # (scheme, Host header) -> "scheme://host[:port]"
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -190,9 +213,8 @@ class ToolcallLens:
         turn = self.turn_facts.get(flow.id)
         if turn is not None and turn.read_from is not flow.request.raw_content:
             turn = None
-        # Read once (mitmproxy builds it from the host header each time, ~10 us in a busy proxy): the
-        # worker prices with it, the flow's log line tells it.
-        url = flow.request.pretty_url
+        # Read once: the worker prices with it, the flow's log line tells it.
+        url = _pretty_url(flow.request, self.url_starts)
         watch, skipped = open_watch(
             flow,
             exchange.format,
@@ -549,7 +571,7 @@ class ToolcallLens:
         # Priced and placed first: a loop the session sees is in the tally, the comment and the marker. (The
         # upgrade's headers and URL, read once for the batch: mitmproxy's lookups cost 4 us each.)
         headers = _session_headers(flow.request.headers)
-        url = flow.request.pretty_url
+        url = _pretty_url(flow.request, self.url_starts)
         asked_models = [self._price_and_place(flow, result, True, headers, url) for result in settled]
         watch.refresh(settled)
         flow.metadata.pop("toolcall_lens_live", None)
