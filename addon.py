@@ -214,7 +214,7 @@ class ToolcallLens:
         if turn is not None and turn.read_from is not flow.request.raw_content:
             turn = None
         # Read once: the worker prices with it, the flow's log line tells it.
-        url = _pretty_url(flow.request, self.url_starts)
+        url = self._url(flow)
         watch, skipped = open_watch(
             flow,
             exchange.format,
@@ -571,7 +571,7 @@ class ToolcallLens:
         # Priced and placed first: a loop the session sees is in the tally, the comment and the marker. (The
         # upgrade's headers and URL, read once for the batch: mitmproxy's lookups cost 4 us each.)
         headers = _session_headers(flow.request.headers)
-        url = _pretty_url(flow.request, self.url_starts)
+        url = self._url(flow)
         asked_models = [self._price_and_place(flow, result, True, headers, url) for result in settled]
         watch.refresh(settled)
         flow.metadata.pop("toolcall_lens_live", None)
@@ -670,10 +670,14 @@ class ToolcallLens:
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
             self._annotate(flow, result, watch.url)
 
+    def _url(self, flow: http.HTTPFlow) -> str:
+        """The request URL as mitmproxy shows it (``_pretty_url``): what the addon logs and prices with."""
+        return _pretty_url(flow.request, self.url_starts)
+
     def _asked(self, flow: http.HTTPFlow, url: str | None = None) -> tuple:
         """How the worker prices a flow's results: (its URL, its request's time, the model it asked for)."""
         facts = self.turn_facts.get(flow.id)
-        return url or flow.request.pretty_url, flow.request.timestamp_start, facts.model if facts else None
+        return url or self._url(flow), flow.request.timestamp_start, facts.model if facts else None
 
     def _price_and_place(
         self,
@@ -689,7 +693,7 @@ class ToolcallLens:
         request = flow.request
         facts = self.turn_facts.pop(flow.id, None) or Asked([], None, None)
         if "cost" not in result:  # a result from the worker comes priced
-            price(settings.prices, result, url or request.pretty_url, request.timestamp_start, facts.model)
+            price(settings.prices, result, url or self._url(flow), request.timestamp_start, facts.model)
         try:
             self.sessions.place(
                 result,
@@ -707,7 +711,7 @@ class ToolcallLens:
     def _annotate(self, flow: http.HTTPFlow, result: dict, url: str | None = None) -> None:
         """A flow's result on it (``url``: its request's pretty URL, if read already)."""
         echoes = self.echo_warnings.pop(flow.id, None)
-        url = url or flow.request.pretty_url
+        url = url or self._url(flow)
         if echoes is not None:
             add_evidence(result, *echoes)
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
