@@ -25,6 +25,12 @@ from .streams import FINGERPRINT_RE, chat_body, make_stream
 from .traffic import ADDON, ADDONS, HEADERS, children_cpu_seconds, cpu_seconds, post, start_mitmdump
 from .upstream import start_upstream
 
+# Probes of the short flows (``addons/addon_without.py``): the addon with parts of its per-flow work off.
+WITHOUT = (
+    ("addon.py without request reading, session, summary", "request,session,summary"),
+    ("addon.py without request reading, redaction, annotation", "request,redact,annotate"),
+)
+
 
 def throughput_run(port: int, bodies: list[bytes], clients: int, expected: Callable[[bytes], int]) -> tuple:
     """``clients`` threads, one keep-alive connection each, sharing ``bodies`` in order. Returns (seconds,
@@ -208,6 +214,16 @@ def bench_proxy(args) -> None:
                 )
                 stack.callback(process.stop)
                 proxies[(label, source)] = (process, listen)
+        for label, parts in WITHOUT:  # short flows only: what the addon's per-flow parts cost there
+            process, listen = start_mitmdump(
+                provider_port,
+                ADDON,
+                ADDONS / "addon_without.py",
+                name=f"mitmdump {label} -> provider",
+                options=(f"addon_without={parts}",),
+            )
+            stack.callback(process.stop)
+            proxies[(label, "provider")] = (process, listen)
         direct = {"upstream": upstream_port, "provider": provider_port}
         print(
             textwrap.dedent(f"""\
@@ -259,6 +275,7 @@ def bench_proxy(args) -> None:
                 ("identity + a line a flow", proxies[("identity + a line a flow", source)]),
                 ("core callable", proxies[("core callable", source)]),
                 ("core off-process", proxies[("core off-process", source)]),
+                *((label, proxies[(label, source)]) for label, _ in WITHOUT if source == "provider"),
                 ("direct", (None, direct[source])),
             ]
             for _label, (_process, port) in targets:  # warm-up
@@ -326,6 +343,14 @@ def bench_proxy(args) -> None:
                 "addon.py, in the proxy: toolcall_lens_worker=false: the analysis in the proxy's thread, "
                 "fed 32 chunks at a time."
             )
+            if source == "provider":
+                print(
+                    "addon.py without ...: probes (scripts/bench/addons/addon_without.py), the addon at its "
+                    "defaults with those parts switched off: what the rest costs. Not configurations to use."
+                )
+                FINDINGS["proxy/provider/without"] = {
+                    label: summary[label][0] / summary["identity callable"][0] for label, _ in WITHOUT
+                }
             FINDINGS[f"proxy/{source}/in-proxy"] = (
                 summary["addon.py, in the proxy"][0] / summary["identity callable"][0]
             )
@@ -412,3 +437,17 @@ def bench_proxy(args) -> None:
         process = proxies[("identity + a line a flow", source)][0]
         lines = sum(" toolcall-lens POST " in line for line in process.lines)
         print(f"identity + a line a flow ({source}): {lines} log lines written")
+    for label, _ in WITHOUT:  # what each probe switched off, and the log lines its flows still got
+        process = proxies[(label, "provider")][0]
+        said = [
+            line.removeprefix("addon_without: ")
+            for line in process.lines
+            if line.startswith("addon_without: ")
+        ]
+        lines = [line for line in process.lines if " toolcall-lens POST " in line]
+        constant = sum(line.endswith(": a summary") for line in lines)
+        print(
+            f"{label} (provider): "
+            + ("; ".join(said) if said else "the probe said nothing")
+            + f"; {len(lines)} log lines written, {constant} with the constant summary"
+        )

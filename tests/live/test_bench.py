@@ -64,6 +64,25 @@ def test_bench_all_quick_prints_every_table():
     lines = [line for line in run.stdout.splitlines() if line.startswith("identity + a line a flow (")]
     assert len(lines) == 2 and all(int(re.findall(r"(\d+) log lines", line)[0]) > 0 for line in lines), lines
     assert "identity with a line a flow:" in run.stdout
+    # The probes of the short flows switched off what they name: the first's flows are still told in the
+    # log, each with the probe's constant summary, and in no session; the second's, annotated not at
+    # all, are not.
+    probes = {
+        line.split(" (provider): ")[0]: line
+        for line in run.stdout.splitlines()
+        if line.startswith("addon.py without ") and " (provider): " in line
+    }
+    labels = (
+        "addon.py without request reading, session, summary",
+        "addon.py without request reading, redaction, annotation",
+    )
+    thin, bare = (probes[label] for label in labels)
+    assert "request, session, summary switched off; 0 agent sessions kept" in thin, thin
+    told, constant = (int(n) for n in re.findall(r"(\d+) (?:log lines|with the constant)", thin))
+    assert told > 0 and constant == told, thin
+    assert "annotate, redact, request switched off; 0 agent sessions kept; 0 log lines written" in bare, bare
+    for label in labels:
+        assert f"for reference, {label} (a probe) (short flows)" in run.stdout
     # The probe timed every part it wraps, on every flow it saw.
     parts = re.findall(
         r"^(the \w+ hook|annotate|responseheaders|request|the stream callable).*?(\d+\.\d+)\s+(\d+\.\d+)$",

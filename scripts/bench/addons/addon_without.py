@@ -1,0 +1,54 @@
+"""A probe of the benchmark, loaded after addon.py: the addon with some of its per-flow work switched off,
+to tell what the rest costs mitmdump (issue 21: how far short flows are from 90% of the identity callable,
+and why). ``--set addon_without=PART,PART`` names the parts, switched off once the proxy runs:
+
+- ``request``: the request hook (the echo check and the session facts); no hook at all, so mitmproxy
+  calls nothing (the worker then reads the request's tool declarations from its body);
+- ``session``: placing each result in its agent session (loop warnings);
+- ``summary``: the summary line (the comment and the log line say a constant);
+- ``redact``: taking the API keys out of the stored request;
+- ``annotate``: everything done with a result (metadata, comment, marker, log line, session, echo index).
+
+What is left always runs as the addon runs it: classification, the worker's round trip, the body kept.
+Not a configuration to use: the flows lose what was switched off.
+
+    mitmdump -s addon.py -s scripts/bench/addons/addon_without.py --set addon_without=request,session \
+        --mode reverse:http://127.0.0.1:PORT
+"""
+
+from __future__ import annotations
+
+from mitmproxy import ctx
+
+PARTS = ("request", "session", "summary", "redact", "annotate")
+
+
+class AddonWithout:
+    def load(self, loader) -> None:
+        loader.add_option("addon_without", str, "", f"Parts of addon.py switched off: {', '.join(PARTS)}.")
+
+    def running(self) -> None:
+        parts = {part.strip() for part in ctx.options.addon_without.split(",") if part.strip()}
+        unknown = parts - set(PARTS)
+        if unknown:
+            raise ValueError(f"addon_without: unknown parts {sorted(unknown)}; known: {PARTS}")
+        lens = ctx.master.addons.get("toolcalllens")
+        module = type(lens).response.__globals__  # the names addon.py's hooks call
+        if "request" in parts:
+            lens.request = None  # mitmproxy skips an addon whose hook is not callable
+        if "session" in parts:
+            lens.sessions.place = lambda *args, **kwargs: None
+        if "summary" in parts:
+            module["summary_line"] = lambda result: "a summary"
+        if "redact" in parts:
+            module["redact_credentials"] = lambda flow: None
+        if "annotate" in parts:
+            lens._annotate = lambda flow, result, url=None: None
+        print(f"addon_without: {', '.join(sorted(parts)) or 'nothing'} switched off", flush=True)
+
+    def done(self) -> None:
+        lens = ctx.master.addons.get("toolcalllens")
+        print(f"addon_without: {len(lens.sessions)} agent sessions kept", flush=True)
+
+
+addons = [AddonWithout()]
