@@ -55,8 +55,10 @@ __all__ = ["METADATA_KEY", "REDACTED", "RewriteWatch", "StreamWatch", "ToolcallL
 # Seconds the proxy's end waits for the flows still awaiting the worker's answer (mitmproxy saves a dump's
 # flows after this addon's hooks: a flow that ended just before Ctrl-C is then saved annotated).
 DONE_WAIT = 5.0
-# Seconds an LLM request waits, at most, for the results of earlier streams still on their way from the
-# worker, so that its echoes of their calls are checked (a wait only while such results are pending).
+# Seconds an LLM request read on the proxy's thread (with rewriting, or a buffered response's) waits, at
+# most, for the results of earlier streams still on their way from the worker, so that its echoes of their
+# calls are checked (a wait only while such results are pending; the worker reads its own streams'
+# requests after the results it made before, in order).
 ECHO_WAIT = 2.0
 
 
@@ -165,6 +167,10 @@ class ToolcallLens:
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
+        if self._read_in_worker():
+            # Read where its response is analysed: a stream's in the worker (``worker.read_request``), a
+            # buffered response's here as it comes. Not here and now: a real agent's request is a MiB.
+            return None
         found = formats.path_format(flow.request.path)
         if found is None or not self._host_watched(flow):
             return None
@@ -173,18 +179,33 @@ class ToolcallLens:
         self._examine(flow, found[0])
         return None
 
+    def _read_in_worker(self) -> bool:
+        """Whether requests are read where their responses are analysed, not as they pass: with the worker
+        (an event loop to run it on, none given up), and no rewriting (a rewritten stream is analysed in
+        the proxy)."""
+        settings = self._settings()
+        if not settings.worker or settings.inject or settings.repair or not self.worker.usable:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (mitmproxy's test harness): no worker
+            return False
+        return True
+
     async def _request_when_answered(self, flow: http.HTTPFlow, format: str) -> None:
         # A client that reads a stream to its last event sends its follow-up as mitmproxy takes the
         # stream's end: the follow-up waits for the results on their way (ECHO_WAIT at most).
         await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
         self._examine(flow, format)
 
-    def _examine(self, flow: http.HTTPFlow, format: str) -> None:
+    def _examine(self, flow: http.HTTPFlow, format: str, sent: float | None = None) -> None:
+        """The request's echo check and session facts, read now (``sent``: when it was sent, for a check
+        made after, as its response comes)."""
         try:
             raw = flow.request.raw_content
             body = decoded(flow.request.get_content(strict=False))
             self.turn_facts[flow.id] = asked(body, format)._replace(read_from=raw)
-            echoes, evidence = self.observed.examine(body, format)
+            echoes, evidence = self.observed.examine(body, format, sent)
         except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
             logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
             # The result still says a check was tried, and why it has nothing to say.
@@ -215,6 +236,14 @@ class ToolcallLens:
             turn = None
         # Read once: the worker prices with it, the flow's log line tells it.
         url = self._url(flow)
+        # Not read as it passed (``request``): read with the stream's analysis, in the worker.
+        unread = (
+            turn is None
+            and exchange.format is not None
+            and flow.id not in self.echo_warnings
+            and settings.worker
+            and self._read_in_worker()
+        )
         watch, skipped = open_watch(
             flow,
             exchange.format,
@@ -224,7 +253,10 @@ class ToolcallLens:
             worker=self.worker if settings.worker else None,
             price=self._asked(flow, url) if settings.worker else None,
             facts=turn.request if turn is not None else None,
+            read_request=unread,
         )
+        if unread and not (isinstance(watch, StreamWatch) and watch.remote):  # no worker to be had after all
+            self._examine(flow, exchange.format, flow.request.timestamp_end)
         if skipped is not None:
             logger.info(
                 "toolcall-lens: not rewriting %s: %s",
@@ -249,6 +281,21 @@ class ToolcallLens:
             self.echo_warnings.pop(flow.id, None)
             self.turn_facts.pop(flow.id, None)
             return
+        if exchange.format is not None and flow.id not in self.echo_warnings and self._read_in_worker():
+            # Its request was left to be read with its response (``request``): here, as it is analysed.
+            if self.ending:  # after the results on their way from the worker, as a request would
+                return self._buffered_when_answered(flow, exchange)
+            self._examine(flow, exchange.format, flow.request.timestamp_end)
+        self._analyse_buffered(flow, exchange)
+        return None
+
+    async def _buffered_when_answered(self, flow: http.HTTPFlow, exchange) -> None:
+        await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
+        self._examine(flow, exchange.format, flow.request.timestamp_end)
+        self._analyse_buffered(flow, exchange)
+
+    def _analyse_buffered(self, flow: http.HTTPFlow, exchange) -> None:
+        """A buffered LLM response (a JSON message, an HTTP error), read and annotated here."""
         response = flow.response
         try:
             result = analyze_exchange(
@@ -528,7 +575,12 @@ class ToolcallLens:
         remote = None
         if settings.worker and connection.format is not None:  # named by its path: analysed in the worker
             remote = self.worker.connect(
-                connection.format, flow.request.path, settings.limits, settings.prices, self._asked(flow)
+                connection.format,
+                flow.request.path,
+                settings.limits,
+                settings.prices,
+                self._asked(flow),
+                flow_id=flow.id,
             )
         if remote is not None:
             watch: WebSocketWatch = RemoteSocketWatch(
@@ -586,6 +638,8 @@ class ToolcallLens:
         for result, model in zip(settled, asked_models, strict=True):
             self._emit(flow, result, model)
             self.observed.record(result, flow.id)
+            if not watch.remote:  # the worker's echo checks know the calls of the results it made
+                self.worker.record(flow.id, result, None)
             bad = any(w["severity"] == "warning" for w in result["warnings"])
             position = result["websocket"]["position"]
             lines.append(
@@ -667,8 +721,17 @@ class ToolcallLens:
     def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
         if watch.body_cap and flow.response is not None:
             flow.response.raw_content = body
+        remote = isinstance(watch, StreamWatch) and watch.remote
+        read = watch.request_read if remote else None
+        if read is not None:  # what the worker read of the request (its echo warnings are on the result)
+            echoes, tool_results, previous_response_id, model = read
+            self.turn_facts[flow.id] = Asked(tool_results, previous_response_id, model)
+            if echoes:
+                self._link_earlier_flows(flow, echoes)
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
-            self._annotate(flow, result, watch.url)
+            self._annotate(flow, result, watch.url, remote)
+        else:
+            self._forget(flow)
 
     def _url(self, flow: http.HTTPFlow) -> str:
         """The request URL as mitmproxy shows it (``_pretty_url``): what the addon logs and prices with."""
@@ -708,14 +771,20 @@ class ToolcallLens:
             logger.warning("toolcall-lens: placing a flow in its session failed: %s", describe(exc))
         return facts.model
 
-    def _annotate(self, flow: http.HTTPFlow, result: dict, url: str | None = None) -> None:
-        """A flow's result on it (``url``: its request's pretty URL, if read already)."""
+    def _annotate(
+        self, flow: http.HTTPFlow, result: dict, url: str | None = None, remote: bool = False
+    ) -> None:
+        """A flow's result on it (``url``: its request's pretty URL, if read already; ``remote``: the
+        result came from the worker, which knows its calls)."""
         echoes = self.echo_warnings.pop(flow.id, None)
         url = url or self._url(flow)
         if echoes is not None:
             add_evidence(result, *echoes)
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
-        self.observed.record(result, flow.id)
+        ended = time.time()
+        self.observed.record(result, flow.id, ended)
+        if not remote:
+            self.worker.record(flow.id, result, ended)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result
         line = summary_line(result)

@@ -55,8 +55,10 @@ class ObservedCalls:
         self._calls: OrderedDict[str, ObservedCall] = OrderedDict()
         self._by_flow: dict[str, list[str]] = {}
         # Responses whose calls carry no id (Gemini): their calls in order, newest last, matched to a
-        # request's echoes by turn, position and name.
-        self._anonymous: deque[tuple[str, str, list[ObservedCall]]] = deque(maxlen=ANONYMOUS_RESPONSES)
+        # request's echoes by turn, position and name; with when each ended (None: not known).
+        self._anonymous: deque[tuple[str, str, list[ObservedCall], float | None]] = deque(
+            maxlen=ANONYMOUS_RESPONSES
+        )
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -64,8 +66,9 @@ class ObservedCalls:
     def get(self, call_id: str) -> ObservedCall | None:
         return self._calls.get(call_id)
 
-    def record(self, result: dict, flow_id: str) -> None:
-        """Remember the calls of one reconstructed response."""
+    def record(self, result: dict, flow_id: str, ended: float | None = None) -> None:
+        """Remember the calls of one reconstructed response; ``ended``: when it ended (epoch seconds), for
+        the requests checked after they were sent (``examine``'s ``sent``)."""
         ids = []
         anonymous: list[ObservedCall] = []
         for choice in result.get("choices") or ():
@@ -98,7 +101,7 @@ class ObservedCalls:
         if ids:
             self._by_flow[flow_id] = ids
         if anonymous:
-            self._anonymous.append((flow_id, result["format"], anonymous))
+            self._anonymous.append((flow_id, result["format"], anonymous, ended))
         while len(self._calls) > self.size:
             old_id, old = self._calls.popitem(last=False)
             siblings = self._by_flow.get(old.flow_id)
@@ -115,12 +118,17 @@ class ObservedCalls:
         shape it is read in (None: any)."""
         return self.examine(request, format)[0]
 
-    def examine(self, request, format: str | None = None) -> tuple[list[dict], dict]:
+    def examine(
+        self, request, format: str | None = None, sent: float | None = None
+    ) -> tuple[list[dict], dict]:
         """The warnings a request's echoes earn, and what the check did (a result's ``evidence``):
         ``checked`` (echoed calls and results read), ``matched`` (echoed calls that agree with what was
         streamed), ``unanswered`` (calls of an earlier response the request answers in part, left out),
         ``unknown`` (ids never streamed, in a conversation whose calls were), ``earlier_flows``; or, when
-        nothing could be checked, ``reason``."""
+        nothing could be checked, ``reason``. ``sent``: when the request was sent (epoch seconds), for a
+        check made later (the addon's worker checks it as its response begins): echoes matched by
+        position and name are matched to responses that ended before it only (an id names its call
+        whenever it is checked)."""
         echoed, results = extract_echoes(request, format)
         if not echoed and not results:
             return [], no_evidence("the request echoes no tool call and answers none")
@@ -156,6 +164,7 @@ class ObservedCalls:
             [c for c in echoed if (c.id is None or c.id not in self._calls) and c not in glued_calls(glued)],
             format,
             warnings,
+            sent,
         )
         agreeing += by_position[0]
         answered = [self._calls[i] for i in results if i in self._calls]
@@ -190,7 +199,7 @@ class ObservedCalls:
         }
 
     def _match_anonymous(
-        self, echoed: list[EchoedCall], format, warnings: WarningLog
+        self, echoed: list[EchoedCall], format, warnings: WarningLog, sent: float | None = None
     ) -> tuple[int, list[str], list[str]]:
         """Echoed calls that no id ties to a stream (Gemini streams carry none; Gemini CLI makes its own):
         each model turn of them is matched to the newest response without ids whose call names hold the
@@ -207,7 +216,7 @@ class ObservedCalls:
         used: set[str] = set()
         for turn in sorted(turns, reverse=True):  # the newest turn first: it answers the newest response
             calls = turns[turn]
-            found = self._anonymous_response(calls, format, used)
+            found = self._anonymous_response(calls, format, used, sent)
             if found is None:
                 continue
             flow_id, observed, positions = found
@@ -247,14 +256,18 @@ class ObservedCalls:
         return agreeing, flows, missing
 
     def _anonymous_response(
-        self, calls: list[EchoedCall], format, used
+        self, calls: list[EchoedCall], format, used, sent: float | None = None
     ) -> tuple[str, list, list[int] | None] | None:
         """The newest response without ids whose call names hold the echoed ones in order, with the
-        position of each echo; else the newest whose names they are glued from (positions None)."""
+        position of each echo; else the newest whose names they are glued from (positions None). Only
+        the responses that ended before ``sent``, when both times are known: a client cannot echo a
+        response it had not had."""
         names = [c.name for c in calls]
         glued_from = None
-        for flow_id, wire, observed in reversed(self._anonymous):
+        for flow_id, wire, observed, ended in reversed(self._anonymous):
             if flow_id in used or (format is not None and wire != format):
+                continue
+            if sent is not None and ended is not None and ended > sent:
                 continue
             streamed = [o.name for o in observed]
             if (positions := _in_order(names, streamed)) is not None:
@@ -332,7 +345,7 @@ class ObservedCalls:
         return False
 
     def _anonymous_siblings(self, flow_id: str) -> list[ObservedCall]:
-        return next((calls for f, _, calls in self._anonymous if f == flow_id), [])
+        return next((calls for f, _, calls, _ in self._anonymous if f == flow_id), [])
 
     def _glued_ids(self, call_id: str) -> list[ObservedCall] | None:
         """The observed calls whose ids, concatenated, make ``call_id`` (two or more), or None."""

@@ -57,6 +57,7 @@ class StreamWatch:
         "pieces",
         "progress_every",
         "remote",
+        "request_read",
         "rewrite_note",
         "room",
         "seen",
@@ -92,6 +93,8 @@ class StreamWatch:
         self.failure: str | None = None
         self.rewrite_note: dict | None = None  # a rewrite was asked for and did not apply: why
         self.url: str | None = None  # the flow's request URL as mitmproxy shows it, once the addon read it
+        # What the worker read of the request, when it read it (``RemoteAccumulator.finish``).
+        self.request_read: list | None = None
 
     @property
     def kept(self) -> int:
@@ -176,7 +179,7 @@ class StreamWatch:
         try:
             if self.failure is None:
                 self._last_feed()
-                result, told = await self.accumulator.finish(time.time())
+                result, told, self.request_read = await self.accumulator.finish(time.time())
                 if result == FAILED:
                     self.failure = told
                 elif told is not None:
@@ -333,13 +336,15 @@ def open_watch(
     worker: AnalysisWorker | None = None,
     price: tuple | None = None,
     facts: RequestFacts | None = None,
+    read_request: bool = False,
 ):
     """The stream callable of a new LLM stream on ``flow`` (its response headers in): a StreamWatch, wrapped
     in a RewriteWatch when a rewrite asked for applies (the headers then fitted to the new body); and the
     note of a rewrite that was asked for and does not apply (None otherwise), also put on the result.
     With a ``worker`` (and an event loop), a stream that is not rewritten is analysed there, and its
     result priced there as ``price`` says (``remote_settings``). ``facts``: the request's, read as it
-    passed; the body is then neither read again nor shipped (a real agent's is a MiB)."""
+    passed; the body is then neither read again nor shipped. ``read_request``: the worker reads the
+    request (its echo check, its facts; ``worker.read_request``): the body goes there as it is."""
     headers = flow.response.headers
     # The clock the timing facts count from: when mitmproxy had the whole request.
     started = flow.request.timestamp_end or flow.request.timestamp_start
@@ -352,10 +357,12 @@ def open_watch(
         defer = None
     upstream = None
     if worker is not None and defer is not None and not rewrite:  # None: no worker to be had
-        upstream = worker.open(
-            remote_settings(format, request, encoding or None, started, settings.limits, price),
-            settings.prices,
-        )
+        remote = remote_settings(format, request, encoding or None, started, settings.limits, price)
+        remote["flow_id"] = flow.id  # the worker keeps its calls under it, for later echo checks
+        if read_request and facts is None:
+            remote["read_request"] = True
+            remote["index_size"] = settings.index_size
+        upstream = worker.open(remote, settings.prices)
     if upstream is None:
         upstream = StreamAccumulator(
             format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits

@@ -6,7 +6,11 @@ The proxy side (``AnalysisWorker``, ``RemoteAccumulator``) runs on mitmproxy's e
 waits for its result without stopping other flows (the hook returns an awaitable). The worker is this
 module run as ``python -m toolcall_lens.worker``: messages in on stdin, answers out on stdout, each a
 length and a ``marshal`` payload (bytes, numbers, strings, lists and dicts, which is all a stream and a
-result hold); a result travels inside it as its JSON (``packed``), which the proxy reads back faster.
+result hold); a result travels inside it as its JSON (``packed``), which the proxy reads back faster, and
+a request's body after it, as it is (``send``'s ``raw``: no copy on the proxy's side). The worker reads each
+stream's request (its echo check, what it declares, the session facts), against the calls of every result
+it made and the proxy told it of (``ObservedCalls``), and sends what the proxy's session needs with the
+result.
 Nothing a flow does can stop the worker: a fault inside one flow's analysis ends that flow's result as a
 failure, as it would in the proxy. If the worker dies or stops answering, every flow waiting on it gets a
 failure result saying so, the bytes keep flowing, and the next flow starts a new one.
@@ -33,10 +37,11 @@ from pathlib import Path
 
 import orjson
 
-from accumulator import Connection, StreamAccumulator
+from accumulator import Connection, StreamAccumulator, sessions
 from accumulator.cost import Prices, parse_price_file
+from accumulator.echo import ObservedCalls, add_evidence, no_evidence
 from accumulator.limits import Limits
-from accumulator.request import RequestFacts
+from accumulator.request import RequestFacts, decoded
 from accumulator.warnings import WarningLog
 from accumulator.websocket import MAX_RESULTS
 
@@ -44,8 +49,9 @@ logger = logging.getLogger("toolcall_lens")
 
 # OPEN a flow's stream, CONNECT a WebSocket connection; FEED, NOTE, SNAPSHOT and FINISH either; SETTLED:
 # the worker's word that a connection's batch settled responses (or failed), unasked; PRICES: the prices
-# the results are priced with (the worker prices them: genai-prices takes 70-130 us a response).
-OPEN, FEED, NOTE, SNAPSHOT, FINISH, CONNECT, SETTLED, PRICES = range(8)
+# the results are priced with (the worker prices them: genai-prices takes 70-130 us a response); RECORD:
+# the calls of a result the proxy made itself, for the echo checks the worker makes.
+OPEN, FEED, NOTE, SNAPSHOT, FINISH, CONNECT, SETTLED, PRICES, RECORD = range(9)
 FAILED = "failed"
 _LENGTH = struct.Struct("<I")
 _PIPE_SIZE = 1 << 20  # bytes a pipe holds before a write waits (what the kernel allows; 64 KiB otherwise)
@@ -56,6 +62,10 @@ ANSWER_TIMEOUT = 30.0  # seconds a flow's end waits for its result before the wo
 # Seconds a write may wait for room in a full pipe (the proxy's thread waits meanwhile) before the worker
 # is taken for stuck: a worker keeps up with the proxy many times over, so a full pipe means it is not.
 WRITE_TIMEOUT = 2.0
+# Messages and bodies up to this size are joined into one write; a larger body goes as it is (``writev``):
+# a real agent's request is a MiB, and each copy of it costs the proxy's thread ~100 us.
+_JOINED = 1 << 16
+_PARTS = 512  # buffers in one writev (the kernel takes 1024)
 # Workers in a row that end before they answer anything (a Python that cannot run this module, say) after
 # which the proxy stops starting them and analyses in its own thread, as without the option.
 DEAD_STARTS = 3
@@ -64,6 +74,36 @@ DEAD_STARTS = 3
 def _frame(message: object) -> bytes:
     payload = marshal.dumps(message)
     return _LENGTH.pack(len(payload)) + payload
+
+
+def _coalesced(parts: list) -> list:
+    """The buffers of one flush, each run of small ones joined (one write wakes the worker once); a large
+    body stays the object it is."""
+    out: list = []
+    run: list = []
+    for part in parts:
+        if len(part) < _JOINED:
+            run.append(part)
+            continue
+        if run:
+            out.append(b"".join(run))
+            run = []
+        out.append(part)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def _after(parts: list, written: int) -> list:
+    """What is left of ``parts`` once ``written`` bytes of them went."""
+    done = 0
+    while done < len(parts) and written >= len(parts[done]):
+        written -= len(parts[done])
+        done += 1
+    rest = parts[done:]
+    if written:
+        rest[0] = memoryview(rest[0])[written:]
+    return rest
 
 
 def packed(results: dict | list | None) -> object:
@@ -104,6 +144,21 @@ def describe(exc: BaseException) -> str:
         return type(exc).__name__
 
 
+def read_request(observed: ObservedCalls, body, format: str | None, sent: float | None) -> tuple:
+    """A stream's request body, read where its analysis runs: (what its accumulator takes of it, its
+    facts, or the body itself where they could not be read; (echo warnings, evidence, tool results, the
+    response it follows, the model it asked for)). The echo check as the proxy makes it (``addon.py``
+    ``_examine``), its responses matched by position as of ``sent``; a check that fails says why in its
+    evidence."""
+    try:
+        request = decoded(body)
+        facts = sessions.asked(request, format)
+        echoes, evidence = observed.examine(request, format, sent)
+    except Exception as exc:  # noqa: BLE001 - a failed check costs the flow its evidence, nothing more
+        return body, ([], no_evidence(f"the check failed: {describe(exc)}"), [], None, None)
+    return facts.request, (echoes, evidence, facts.tool_results, facts.previous_response_id, facts.model)
+
+
 # -- the worker process ----------------------------------------------------------------------------------
 
 
@@ -121,14 +176,22 @@ def serve(stdin, stdout) -> None:
     flows: dict[int, StreamAccumulator | WebSocketWatch | str] = {}
     asked: dict[int, tuple] = {}  # flow -> (url, request time, model asked): how its results are priced
     prices = Prices()
+    observed = ObservedCalls()  # the calls of recent results, as the proxy's echo check keeps them
+    flow_ids: dict[int, str] = {}  # flow -> the proxy's flow id, which its results are recorded under
+    # flow -> what its request said, read here: (echo warnings, evidence, tool results, previous response
+    # id, model asked)
+    requests: dict[int, tuple] = {}
 
     def answer(key: int, op: int, payload: object) -> None:
         stdout.write(_frame((key, op, payload)))
         stdout.flush()
 
-    def said(where: tuple | None, watch: WebSocketWatch, settled: list) -> tuple:
+    def said(key: int, where: tuple | None, watch: WebSocketWatch, settled: list) -> tuple:
         for result in settled if where is not None else ():
             price(prices, result, *where)
+        flow_id = flow_ids.get(key)
+        for result in settled if flow_id is not None else ():
+            observed.record(result, flow_id)
         return packed(settled), watch.connection.summary(), watch.failure
 
     while True:
@@ -138,7 +201,13 @@ def serve(stdin, stdout) -> None:
         body = _read_exactly(stdin, _LENGTH.unpack(head)[0])
         if body is None:
             return
-        key, op, payload = marshal.loads(body)
+        message = marshal.loads(body)
+        key, op, payload = message[:3]
+        raw = None
+        if len(message) > 3:  # a body follows, as it is
+            raw = _read_exactly(stdin, message[3])
+            if raw is None:
+                return
         flow = flows.get(key)
         try:
             if op == OPEN:
@@ -147,11 +216,30 @@ def serve(stdin, stdout) -> None:
                 facts = settings.pop("facts", None)
                 if facts is not None:
                     settings["request"] = RequestFacts(*facts)
+                elif raw is not None:
+                    settings["request"] = raw
                 asked[key] = settings.pop("price", None)
+                flow_id, read = settings.pop("flow_id", None), settings.pop("read_request", False)
+                if flow_id is not None:
+                    flow_ids[key] = flow_id
+                observed.size = settings.pop("index_size", observed.size)
+                if read:
+                    request = settings["request"]
+                    settings["request"], requests[key] = read_request(
+                        observed, request, settings["format"], settings["started_at"]
+                    )
+                    where = asked[key]
+                    if where is not None and where[2] is None:  # the model the request asked for
+                        asked[key] = (*where[:2], requests[key][4])
                 flows[key] = StreamAccumulator(settings.pop("format"), **settings)
             elif op == CONNECT:
-                format, path, limits, asked[key] = payload
+                format, path, limits, asked[key], *rest = payload
+                if rest:
+                    flow_ids[key] = rest[0]
                 flows[key] = WebSocketWatch(Connection(format, path=path, limits=Limits(**limits)), 0)
+            elif op == RECORD:
+                flow_id, result, ended = payload
+                observed.record(unpacked(result), flow_id, ended)
             elif op == PRICES:
                 source, content = payload
                 prices = Prices(parse_price_file(content, source), source, content) if content else Prices()
@@ -164,7 +252,7 @@ def serve(stdin, stdout) -> None:
                     flow.held = payload
                     settled = flow.feed_held()  # never raises: a fault is the connection's failure
                     if settled or flow.failure is not None:
-                        answer(key, SETTLED, said(asked.get(key), flow, settled))
+                        answer(key, SETTLED, said(key, asked.get(key), flow, settled))
             elif op == NOTE:
                 code, message, details = payload
                 if isinstance(flow, StreamAccumulator):
@@ -183,14 +271,24 @@ def serve(stdin, stdout) -> None:
             elif op == FINISH:
                 flows.pop(key, None)
                 where = asked.pop(key, None)
+                read = requests.pop(key, None)
                 if isinstance(flow, StreamAccumulator):
+                    flow_id = flow_ids.pop(key, None)
                     result = flow.finish(payload)
-                    if result is not None and where is not None:
-                        price(prices, result, *where)
-                    answer(key, FINISH, (packed(result), flow.format))
+                    if result is not None:
+                        if read is not None:
+                            add_evidence(result, read[0], read[1])
+                        if where is not None:
+                            price(prices, result, *where)
+                        if flow_id is not None:
+                            observed.record(result, flow_id, payload)
+                    told = packed([read[0], *read[2:]]) if read is not None else None
+                    answer(key, FINISH, (packed(result), flow.format, told))
                 elif isinstance(flow, WebSocketWatch):
-                    answer(key, FINISH, said(where, flow, flow.finish(payload, None)))
+                    answer(key, FINISH, said(key, where, flow, flow.finish(payload, None)))
+                    flow_ids.pop(key, None)
                 else:
+                    flow_ids.pop(key, None)
                     answer(key, FINISH, (FAILED, flow or "the worker never saw this flow open"))
         except Exception as exc:  # noqa: BLE001 - one flow's fault is that flow's failure, never the worker's
             if op == PRICES:  # read by the proxy already: it cannot fail here but for a bug
@@ -246,22 +344,52 @@ class AnalysisWorker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    @property
+    def usable(self) -> bool:
+        """Whether a flow opened now may be analysed in a worker (one runs or can be started), as far as
+        can be told before trying: not given up after failed starts, not on Windows."""
+        return self.dead_starts < DEAD_STARTS and sys.platform != "win32"
+
     def open(self, settings: dict, prices=None) -> RemoteAccumulator | None:
         """A new flow's accumulator in the worker (started first if there is none); None if no worker
         can be had (the flow is then analysed in the proxy, and the log says why). With ``prices`` and
-        the settings' ``price`` (``remote_settings``), its result comes back priced."""
-        key = self._open(OPEN, settings, prices)
+        the settings' ``price`` (``remote_settings``), its result comes back priced. A request body goes
+        after the message as it is (no copy of a MiB on the proxy's thread)."""
+        request = settings.get("request")
+        raw = None
+        if type(request) is bytes:
+            settings, raw = {**settings, "request": None}, request
+        key = self._open(OPEN, settings, prices, raw)
         return None if key is None else RemoteAccumulator(self, key, settings.get("format"))
 
+    def record(self, flow_id: str, result: dict, ended: float | None) -> None:
+        """Tell a running worker the calls of a result the proxy made itself (a buffered response, a flow
+        it analysed itself), for the echo checks the worker makes; with the next message that goes.
+        Nothing without a worker: the next one starts with no calls known."""
+        if self.process is None:
+            return
+        try:
+            self.send(0, RECORD, (flow_id, packed(result), ended), flush=False)
+        except WorkerGone:
+            pass
+
     def connect(
-        self, format: str, path: str, limits, prices=None, price: tuple | None = None
+        self,
+        format: str,
+        path: str,
+        limits,
+        prices=None,
+        price: tuple | None = None,
+        flow_id: str | None = None,
     ) -> RemoteConnection | None:
         """A new WebSocket connection's ``Connection`` in the worker, as ``open`` for a stream; ``price``:
-        (the URL, the request's time, the model asked for), as ``remote_settings`` takes them."""
-        key = self._open(CONNECT, (format, path, _limits(limits), price), prices)
+        (the URL, the request's time, the model asked for), as ``remote_settings`` takes them; ``flow_id``:
+        the proxy's, which the worker keeps its results' calls under."""
+        payload = (format, path, _limits(limits), price) + ((flow_id,) if flow_id is not None else ())
+        key = self._open(CONNECT, payload, prices)
         return None if key is None else RemoteConnection(self, key, format, path)
 
-    def _open(self, op: int, payload: object, prices) -> int | None:
+    def _open(self, op: int, payload: object, prices, raw: bytes | None = None) -> int | None:
         try:
             if self.dead_starts >= DEAD_STARTS:
                 raise WorkerGone(
@@ -275,7 +403,7 @@ class AnalysisWorker:
                 self.send(0, PRICES, (prices.source, prices.content), flush=False)
                 self._prices = prices
             self._next_key += 1
-            self.send(self._next_key, op, payload, flush=False)  # with its first batch, or its end
+            self.send(self._next_key, op, payload, flush=False, raw=raw)  # with its first batch, or its end
         except Exception as exc:  # noqa: BLE001 - no worker: the flow is analysed where it is
             if not self._unavailable:
                 logger.warning(
@@ -335,27 +463,33 @@ class AnalysisWorker:
         self._replies.clear()
         self._loop.add_reader(self.process.stdout.fileno(), self._on_readable, self.process)
 
-    def send(self, key: int, op: int, payload: object, flush: bool = True) -> None:
+    def send(self, key: int, op: int, payload: object, flush: bool = True, raw: bytes | None = None) -> None:
         """One message to the worker; raises WorkerGone if it cannot take it. Without ``flush`` it waits
         for the next message that flushes, and goes with it in one write (each write wakes the worker,
         and costs the proxy's thread more than the bytes do: a short flow's open, last batch and end go
-        as one)."""
+        as one). ``raw``: bytes the worker reads after the message, as they are."""
         process = self.process
         if process is None:
             raise WorkerGone(self.gone or "the analysis worker is not running")
-        self._outbox.append(_frame((key, op, payload)))
+        if raw is None:
+            self._outbox.append(_frame((key, op, payload)))
+        else:
+            self._outbox += (_frame((key, op, payload, len(raw))), raw)
         if not flush:
             return
         # No waitpid here (~13 us of the proxy's thread a flow under load): a worker that exited has
         # closed its end of the pipe, and the write below fails with EPIPE.
-        data = memoryview(b"".join(self._outbox))
+        parts = _coalesced(self._outbox)
         self._outbox.clear()
         try:
             fd, answers = process.stdin.fileno(), process.stdout.fileno()
             deadline = None
-            while data:
+            while parts:
                 try:
-                    data = data[os.write(fd, data) :]
+                    if len(parts) == 1:
+                        parts = _after(parts, os.write(fd, parts[0]))
+                    else:
+                        parts = _after(parts, os.writev(fd, parts[:_PARTS]))
                 except BlockingIOError:  # the pipe is full: wait for room, a little
                     if deadline is None:
                         deadline = time.monotonic() + WRITE_TIMEOUT
@@ -550,10 +684,11 @@ class RemoteAccumulator:
     def snapshot(self) -> asyncio.Future:
         return self.worker.ask(self.key, SNAPSHOT, None)
 
-    async def finish(self, now: float) -> tuple[object, str | None]:
-        """(the result, or FAILED; the format, or why it failed)."""
-        result, format = await self.worker.answer(self.key, FINISH, now)
-        return unpacked(result), format
+    async def finish(self, now: float) -> tuple[object, str | None, list | None]:
+        """(the result, or FAILED; the format, or why it failed; what the worker read of the request,
+        when it read it: [echo warnings, tool results, previous response id, model asked])."""
+        answer = await self.worker.answer(self.key, FINISH, now)
+        return unpacked(answer[0]), answer[1], unpacked(answer[2]) if len(answer) > 2 else None
 
 
 class RemoteConnection:

@@ -550,6 +550,29 @@ def test_each_gemini_model_turn_is_matched_with_its_own_response():
     assert sorted(evidence["earlier_flows"]) == ["flow-0", "flow-1"]
 
 
+def test_an_id_less_echo_checked_after_it_was_sent_is_matched_with_the_responses_that_ended_before():
+    # The addon's worker checks a request as its response begins, not as it passes: a response of the
+    # same tools that ended meanwhile (another agent's) is newer, and no client could have echoed it.
+    right = [("run_shell_command", {"command": "ls"}), ("read_file", {"path": "a.txt"})]
+    later = _gemini_stream(("run_shell_command", {"command": "ls -la"}), ("read_file", {"path": "a.txt"}))
+    index = ObservedCalls()
+    index.record(GEMINI_NO_IDS, "asked", ended=100.0)
+    index.record(later, "meanwhile", ended=105.0)
+    follow_up = gemini_follow_up(right)
+    warnings, evidence = index.examine(follow_up, "gemini", sent=102.0)
+    assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["asked"]
+    # Checked as it passes (no time), or after both ended, the newest response is the one matched.
+    for sent in (None, 106.0):
+        warnings, evidence = index.examine(follow_up, "gemini", sent=sent)
+        assert evidence["earlier_flows"] == ["meanwhile"]
+        assert [w["code"] for w in warnings] == ["client-misassembled"]
+    # A response whose end is not known is matched whenever the check is made.
+    unknown = ObservedCalls()
+    unknown.record(GEMINI_NO_IDS, "asked", ended=100.0)
+    unknown.record(later, "untimed")
+    assert unknown.examine(follow_up, "gemini", sent=102.0)[1]["earlier_flows"] == ["untimed"]
+
+
 def test_an_id_less_echo_is_matched_only_with_responses_of_its_own_format():
     ollama = analyze(
         b'{"model":"m","message":{"role":"assistant","content":"","tool_calls":['

@@ -328,7 +328,7 @@ def test_results_come_back_from_the_worker_as_their_json_and_equal_the_proxys_ow
 
     with_worker(go)
     assert len(answered) == 2 * len(fp.FORMATS)
-    assert all(type(result) is bytes for result, _ in answered)  # JSON on the pipe, not marshal's dicts
+    assert all(type(result) is bytes for result, *_ in answered)  # JSON on the pipe, not marshal's dicts
 
 
 def test_a_result_json_cannot_hold_comes_back_as_itself():
@@ -493,9 +493,9 @@ def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_o
         bad = worker.open(bad_limits)
         for remote in (good, bad):
             remote.feed_batch([(CHAT, 1.0)])
-        failed, told = await bad.finish(2.0)
+        failed, told, _ = await bad.finish(2.0)
         assert failed == worker_module.FAILED and "no-such-strategy" in told
-        result, format = await good.finish(2.0)
+        result, format, _ = await good.finish(2.0)
         assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
         with pytest.raises(WorkerGone):
             worker.stop()
@@ -511,7 +511,7 @@ def test_the_worker_rebuilds_limits_and_the_request_as_given():
         request = json.dumps({"model": "m", "stream": True, "parallel_tool_calls": False}).encode()
         remote = worker.open(remote_settings("openai-chat", request, None, None, limits))
         remote.feed_batch([(CHAT, 1.0)])
-        result, _ = await remote.finish(2.0)
+        result, _, _ = await remote.finish(2.0)
         assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a', '{"b']
         assert "arguments-cap" in [w["code"] for w in result["warnings"]]
         assert set(result["compatibility"]) == {"recency"}
@@ -576,10 +576,11 @@ def test_the_addons_hooks_with_the_worker_show_progress_and_annotate_the_flow_wh
     assert flow.comment.startswith("openai-chat gpt-test") and flow.marked
 
 
-def test_a_streams_request_is_read_once_and_its_facts_not_its_body_go_to_the_worker():
-    # A real agent's request carries the whole conversation (a MiB is common): the request hook reads it,
-    # and the stream's analysis takes what it declares of tools from there. Shipping the body to the
-    # worker cost the proxy ~0.9 ms a flow at 817 KiB (marshal, joins, the pipe).
+def test_a_streams_request_is_read_in_the_worker_and_goes_there_as_it_is(monkeypatch):
+    # A real agent's request carries the whole conversation (a MiB is common). With the worker the proxy's
+    # thread reads none of it (~0.9 ms a flow at 845 KB, docs/performance.md): the body goes to the
+    # worker after the message, the very bytes object (no copy), and the worker reads it there: what it
+    # declares of tools, its echo check (the result's evidence), what the session needs.
     from test_addon import PRODUCTION, llm_flow, pieces
 
     request = {
@@ -597,18 +598,27 @@ def test_a_streams_request_is_read_once_and_its_facts_not_its_body_go_to_the_wor
         ],
         "messages": [{"role": "user", "content": "x" * 1_000_000}],
     }
-    opened: list[int] = []
+    opened: list[tuple[int, bool]] = []
+    parsed: list[int] = []
+    real_decoded = addon_module.decoded
 
-    async def through(worker: bool) -> dict:
+    def decoded(body):
+        parsed.append(len(body))
+        return real_decoded(body)
+
+    monkeypatch.setattr(addon_module, "decoded", decoded)
+
+    async def through(worker: bool) -> tuple[dict, int]:
         lens = addon_module.ToolcallLens()
+        parsed.clear()
         with taddons.context(lens) as tctx:
             tctx.configure(lens, toolcall_lens_worker=worker)
             real = lens.worker.send
 
-            def send(key, op, payload, flush=True):
+            def send(key, op, payload, flush=True, raw=None):
                 if op == worker_module.OPEN:
-                    opened.append(len(marshal.dumps(payload)))
-                return real(key, op, payload, flush)
+                    opened.append((len(marshal.dumps(payload)), raw is flow.request.raw_content))
+                return real(key, op, payload, flush, raw)
 
             lens.worker.send = send
             flow = llm_flow(request=request)
@@ -621,16 +631,19 @@ def test_a_streams_request_is_read_once_and_its_facts_not_its_body_go_to_the_wor
             if pending is not None:
                 await pending
             lens.done()
-        return flow.metadata["toolcall_lens"]
+        return flow.metadata["toolcall_lens"], len(parsed)
 
     async def both():  # on one loop: mitmproxy's log handler outlives a test master
         return [await through(worker) for worker in (True, False)]
 
-    remote, local = asyncio.run(asyncio.wait_for(both(), 60))
-    assert len(opened) == 1 and opened[0] < 4096, opened  # the facts, not the MiB
+    (remote, parsed_with_worker), (local, parsed_in_proxy) = asyncio.run(asyncio.wait_for(both(), 60))
+    assert parsed_with_worker == 0 and parsed_in_proxy == 1
+    assert len(opened) == 1 and opened[0][0] < 4096 and opened[0][1], opened  # the body as it is
     codes = [w["code"] for w in analyze(PRODUCTION, request=request)["warnings"]]
     assert {"undeclared-tool", "parallel-disabled"} <= set(codes)
     assert [w["code"] for w in remote["warnings"]] == [w["code"] for w in local["warnings"]] == codes
+    assert remote["evidence"] == local["evidence"]  # the echo check, made in the worker
+    assert remote["evidence"]["reason"] == "the request echoes no tool call and answers none"
 
 
 def test_a_live_update_pending_when_the_worker_dies_is_dropped_without_an_error(monkeypatch):
@@ -900,10 +913,140 @@ def test_results_analysed_in_the_worker_come_back_priced_with_the_proxys_prices(
     assert in_proxy == []
 
 
-def test_a_follow_up_sent_before_the_earlier_result_is_back_waits_for_it_and_the_proxys_end_waits_too():
+async def through_hooks(lens, flow, body: bytes) -> None:
+    """One flow through the addon's hooks as mitmproxy runs them, awaiting what they return."""
+    for hook in ("request", "responseheaders"):
+        pending = getattr(lens, hook)(flow)
+        if pending is not None:
+            await pending
+    if callable(flow.response.stream):
+        for piece in (body[i : i + 97] for i in range(0, len(body), 97)):
+            flow.response.stream(piece)
+        flow.response.stream(b"")
+    else:
+        flow.response.content = body
+    pending = lens.response(flow)
+    if pending is not None:
+        await pending
+
+
+def test_the_echo_check_made_in_the_worker_says_what_the_proxys_says():
+    # Three turns: a stream; a buffered response (analysed in the proxy) whose request echoes the
+    # stream's calls wrong; a stream whose request echoes the buffered response's call wrong and answers
+    # it. With the worker, the third is checked there, which knows the buffered response's call because
+    # the proxy told it (RECORD). Warnings, evidence, the back-links on the earlier flows and the
+    # sessions are the same with the worker as without.
+    from mitmproxy.addons.view import View
+    from test_addon import CLEAN, PRODUCTION, llm_flow
+
+    def assistant(*calls: tuple[str, str, str]) -> dict:
+        return {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+            ],
+        }
+
+    buffered = {
+        "id": "chatcmpl-b",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": assistant(("call_json", "lookup", "{}")),
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    wrong_echo = [
+        {"role": "user", "content": "go"},
+        assistant(("call_abc", "search_circulars", ""), ("call_xyz", "get_user_profile", "{}")),
+    ]
+    turns = [
+        ({"model": "m", "stream": True, "messages": [{"role": "user", "content": "go"}]}, True, PRODUCTION),
+        ({"model": "m", "messages": wrong_echo}, False, json.dumps(buffered).encode()),
+        (
+            {
+                "model": "m",
+                "stream": True,
+                "messages": [
+                    *wrong_echo,
+                    assistant(("call_json", "lookup", '{"x": 1}')),
+                    {"role": "tool", "tool_call_id": "call_json", "content": "ok"},
+                ],
+            },
+            True,
+            CLEAN,
+        ),
+    ]
+
+    async def conversation(worker: bool) -> list:
+        lens = addon_module.ToolcallLens()
+        view = View()
+        with taddons.context(lens, view) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=worker)
+            flows = []
+            for request, streamed, body in turns:
+                flow = llm_flow(request=request, content_type=None if streamed else "application/json")
+                if streamed:
+                    flow.response.headers["content-type"] = "text/event-stream"
+                view.add([flow])
+                await through_hooks(lens, flow, body)
+                assert callable(flow.response.stream) is streamed
+                assert (isinstance(flow.response.stream, StreamWatch) and flow.response.stream.remote) is (
+                    worker and streamed
+                )
+                flows.append(flow)
+            lens.done()
+        names = {flow.id: f"flow {n}" for n, flow in enumerate(flows)}
+
+        def told(value):  # flow ids as the turn they are, the same in both runs
+            text = json.dumps(value, sort_keys=True)
+            for flow_id, name in names.items():
+                text = text.replace(flow_id, name)
+            return json.loads(text)
+
+        return [
+            told(
+                {
+                    "warnings": [
+                        (w["code"], w.get("id")) for w in flow.metadata["toolcall_lens"]["warnings"]
+                    ],
+                    "evidence": flow.metadata["toolcall_lens"].get("evidence"),
+                    "session": flow.metadata["toolcall_lens"]["session"],
+                    "links": flow.metadata.get("toolcall_lens_echoes"),
+                    "comment": flow.comment,
+                }
+            )
+            for flow in flows
+        ]
+
+    async def both():  # on one loop: mitmproxy's log handler outlives a test master
+        return [await conversation(worker) for worker in (True, False)]
+
+    with_worker_turns, in_proxy_turns = asyncio.run(asyncio.wait_for(both(), 60))
+    assert with_worker_turns == in_proxy_turns
+    first, second, third = in_proxy_turns
+    assert ("client-misassembled", "call_abc") in [tuple(w) for w in second["warnings"]]
+    assert second["evidence"]["earlier_flows"] == ["flow 0"]
+    assert [w[1] for w in third["warnings"] if w[0] == "client-misassembled"] == [
+        "call_abc",
+        "call_xyz",
+        "call_json",
+    ]
+    assert third["evidence"]["earlier_flows"] == ["flow 0", "flow 1"]
+    assert [link["flow_id"] for link in first["links"]] == ["flow 1", "flow 2"]
+    assert [link["flow_id"] for link in second["links"]] == ["flow 2"]
+    assert first["session"]["id"] == second["session"]["id"] == third["session"]["id"] == "flow 0"
+    assert [r["id"] for r in third["session"]["tool_results"]] == ["call_json"]
+
+
+def test_a_follow_up_sent_before_the_earlier_result_is_back_is_checked_against_it_and_the_proxys_end_waits():
     # A client reads a stream to its last event and sends its follow-up while the worker still analyses
-    # that stream: the follow-up's echo check waits for the result (as it never has to in the proxy); and
-    # a proxy stopped meanwhile (Ctrl-C) annotates the flows on their way before it ends.
+    # that stream: the follow-up goes on at once (its request hook reads nothing), and the worker, which
+    # reads it, has the earlier result first (one pipe, in order): its echoes are checked against it. A
+    # proxy stopped meanwhile (Ctrl-C) annotates the flows on their way before it ends.
     from test_addon import CLEAN, PRODUCTION, PRODUCTION_CALLS, chat_turn, llm_flow
 
     lens = addon_module.ToolcallLens()
@@ -912,7 +1055,7 @@ def test_a_follow_up_sent_before_the_earlier_result_is_back_waits_for_it_and_the
         with taddons.context(lens) as tctx:
             tctx.configure(lens, toolcall_lens_worker=True)
             earlier = llm_flow()
-            lens.request(earlier)
+            assert lens.request(earlier) is None
             lens.responseheaders(earlier)
             earlier.response.stream(PRODUCTION)
             earlier.response.stream(b"")
@@ -920,24 +1063,27 @@ def test_a_follow_up_sent_before_the_earlier_result_is_back_waits_for_it_and_the
             await asyncio.sleep(0)
             assert earlier.id in lens.ending and "toolcall_lens" not in earlier.metadata
             follow_up = llm_flow(request=chat_turn(PRODUCTION_CALLS, ["call_abc", "call_xyz"]))
-            waiting = lens.request(follow_up)
-            assert waiting is not None
-            await waiting
-            assert "toolcall_lens" in earlier.metadata and ending.done()
+            assert lens.request(follow_up) is None  # no wait: nothing is read here
+            assert not ending.done()
             lens.responseheaders(follow_up)
             follow_up.response.stream(CLEAN)
             follow_up.response.stream(b"")
             last = asyncio.ensure_future(lens.response(follow_up))
             await asyncio.sleep(0)
-            stopping = lens.done()  # the proxy stops while the follow-up's result is on its way
+            stopping = lens.done()  # the proxy stops while both results are on their way
             assert stopping is not None and lens.worker.alive
             await stopping
-            assert last.done() and not lens.worker.alive
+            assert ending.done() and last.done() and not lens.worker.alive
         return earlier, follow_up
 
     earlier, follow_up = asyncio.run(asyncio.wait_for(go(), 60))
+    assert "toolcall_lens" in earlier.metadata
     assert follow_up.metadata["toolcall_lens"]["evidence"]["earlier_flows"] == [earlier.id]
     assert follow_up.metadata["toolcall_lens"]["evidence"]["matched"] == 2
+    assert (
+        follow_up.metadata["toolcall_lens"]["session"]["id"]
+        == earlier.metadata["toolcall_lens"]["session"]["id"]
+    )
 
 
 def test_a_connection_in_the_worker_shows_its_running_calls_live(monkeypatch):

@@ -16,7 +16,6 @@ from mitmproxy import ctx
 # (where, attribute, the part's name): the hooks first, then what they call.
 _HOOKS = ("request", "responseheaders", "response")
 _INSIDE = (
-    ("lens", "_examine", "request: the echo check and the session facts"),
     ("lens", "_classify", "responseheaders: classify"),
     ("module", "redact_credentials", "responseheaders: redact credentials"),
     ("lens", "_asked", "responseheaders: the request's time and model to price with"),
