@@ -21,6 +21,7 @@ from toolcall_lens.watch import HELD_CHUNKS
 
 from .measure import quantile
 from .report import FINDINGS, heading, rate, table, version
+from .requests import bench_long_requests
 from .streams import FINGERPRINT_RE, chat_body, make_stream
 from .traffic import ADDON, ADDONS, HEADERS, children_cpu_seconds, cpu_seconds, post, start_mitmdump
 from .upstream import start_upstream
@@ -451,3 +452,4 @@ def bench_proxy(args) -> None:
             + ("; ".join(said) if said else "the probe said nothing")
             + f"; {len(lines)} log lines written, {constant} with the constant summary"
         )
+    bench_long_requests(args)

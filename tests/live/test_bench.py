@@ -30,6 +30,7 @@ HEADERS = (
     "The whole addon adds",
     "== proxy: latency added per event",
     "added by the addon: p50",
+    "== proxy: the proxy's thread per flow, by the length of the request",
     "== soak: 200 flows through one mitmdump",
     "toolcall-lens-state watches=",
     "== WebSocket: messages per second through mitmdump",

@@ -1,0 +1,111 @@
+"""The proxy's thread per flow when requests are long: a real agent's follow-up carries its whole
+conversation (a MiB is common). The addon's hooks run as mitmproxy runs them, in its test harness on an
+event loop, with the analysis worker (a real process) and without; the figure is the thread CPU of all
+the hooks of a flow, from its request to its annotation (the worker's CPU is not in it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import statistics
+import textwrap
+import time
+
+from mitmproxy.test import taddons, tflow
+
+from .report import heading, table
+from .streams import make_stream
+
+STREAM = make_stream("bench-2x256", 2, 256)
+
+
+def conversation(turns: int, result_bytes: int = 4000) -> bytes:
+    """A Chat Completions request of ``turns`` tool-calling turns of two calls, each answered."""
+    messages: list[dict] = [{"role": "user", "content": "start"}]
+    for turn in range(turns):
+        calls = [
+            {
+                "id": f"call_{turn}_{k}",
+                "type": "function",
+                "function": {"name": f"tool_{k}", "arguments": json.dumps({"q": f"x{turn}{k}"})},
+            }
+            for k in range(2)
+        ]
+        messages.append({"role": "assistant", "tool_calls": calls})
+        messages += [
+            {"role": "tool", "tool_call_id": call["id"], "content": "r" * result_bytes} for call in calls
+        ]
+    return json.dumps({"model": "bench-2x256", "stream": True, "messages": messages}).encode()
+
+
+def _flow(request: bytes):
+    flow = tflow.tflow(resp=True)
+    flow.request.method = "POST"
+    flow.request.host = "api.openai.com"
+    flow.request.path = "/v1/chat/completions"
+    flow.request.content = request
+    flow.response.headers["content-type"] = "text/event-stream"
+    del flow.response.headers["content-length"]
+    return flow
+
+
+async def _hooks_cpu(request: bytes, worker: bool, flows: int) -> float:
+    """The median thread CPU (seconds) of all the hooks of a flow, after a few to warm up."""
+    import addon as addon_module
+
+    lens = addon_module.ToolcallLens()
+    spent = []
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_worker=worker)
+        for _ in range(flows + 5):
+            flow = _flow(request)
+            start = time.thread_time()
+            for hook in (lens.request, lens.responseheaders):
+                pending = hook(flow)
+                if pending is not None:
+                    await pending
+            for event in STREAM.events:
+                flow.response.stream(event)
+            flow.response.stream(b"")
+            pending = lens.response(flow)
+            if pending is not None:
+                await pending
+            spent.append(time.thread_time() - start)
+            assert "toolcall_lens" in flow.metadata
+        lens.done()
+    return statistics.median(spent[5:])
+
+
+def bench_long_requests(args) -> None:
+    heading("proxy: the proxy's thread per flow, by the length of the request")
+    turns_tried, flows, runs = ((0, 20), 10, 2) if args.quick else ((0, 25, 100), 40, 3)
+    print(textwrap.fill(__doc__.replace("\n", " "), 105))
+    print(
+        f"Each request: N tool-calling turns of two calls and 4 KB results, the stream {len(STREAM.events)} "
+        f"events; medians of {flows} flows, {runs} runs, alternated."
+    )
+    logging.getLogger("toolcall_lens").setLevel(logging.WARNING)  # the flows' lines are not the figure
+
+    async def measure() -> dict:  # on one loop: mitmproxy's log handler outlives a test master
+        found: dict[tuple[int, bool], list[float]] = {}
+        for _ in range(runs):
+            for turns in turns_tried:
+                request = conversation(turns)
+                for worker in (True, False):
+                    found.setdefault((turns, worker), []).append(await _hooks_cpu(request, worker, flows))
+        return found
+
+    found = asyncio.run(measure())
+    rows = []
+    for turns in turns_tried:
+        size = len(conversation(turns))
+        rows.append(
+            [
+                turns,
+                f"{size / 1024:.0f}",
+                " ".join(f"{s * 1000:.2f}" for s in found[(turns, True)]),
+                " ".join(f"{s * 1000:.2f}" for s in found[(turns, False)]),
+            ]
+        )
+    print(table(["turns", "request KiB", "ms a flow, with the worker", "ms a flow, in the proxy"], rows))
