@@ -447,9 +447,10 @@ def bench_proxy(args) -> None:
         ]
         lines = [line for line in process.lines if " toolcall-lens POST " in line]
         constant = sum(line.endswith(": a summary") for line in lines)
+        errors = sum("Addon error" in line for line in process.lines)  # a probe that broke the addon
         print(
             f"{label} (provider): "
             + ("; ".join(said) if said else "the probe said nothing")
-            + f"; {len(lines)} log lines written, {constant} with the constant summary"
+            + f"; {len(lines)} log lines written, {constant} with the constant summary; {errors} addon errors"
         )
     bench_long_requests(args)

@@ -82,6 +82,7 @@ def test_bench_all_quick_prints_every_table():
     told, constant = (int(n) for n in re.findall(r"(\d+) (?:log lines|with the constant)", thin))
     assert told > 0 and constant == told, thin
     assert "annotate, redact, request switched off; 0 agent sessions kept; 0 log lines written" in bare, bare
+    assert all(probe.endswith("; 0 addon errors") for probe in probes.values()), probes
     for label in labels:
         assert f"for reference, {label} (a probe) (short flows)" in run.stdout
     # The probe timed every part it wraps, on every flow it saw.
