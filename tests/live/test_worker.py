@@ -646,6 +646,38 @@ def test_a_streams_request_is_read_in_the_worker_and_goes_there_as_it_is(monkeyp
     assert remote["evidence"]["reason"] == "the request echoes no tool call and answers none"
 
 
+def test_a_body_larger_than_the_pipe_reaches_the_worker_whole_between_other_flows_messages():
+    # A request of 3 MiB fills the pipe (1 MiB) three times over: it goes in pieces as the worker reads,
+    # the message before it and those after it intact. Each flow's request is read there (its parallel
+    # flag, its echo check) and each result is its own.
+    async def go(worker):
+        body = json.dumps(
+            {
+                "model": "m",
+                "stream": True,
+                "parallel_tool_calls": False,
+                "messages": [{"role": "user", "content": "y" * (3 << 20)}],
+            }
+        ).encode()
+        small = open_chat(worker)
+        settings = remote_settings("openai-chat", body, None, 100.0, DEFAULT_LIMITS)
+        big = worker.open({**settings, "flow_id": "big", "read_request": True})
+        small.feed_batch([(CHAT, 1.0)], flush=False)
+        big.feed_batch([(CHAT, 1.0)])  # the small flow's batch, the big flow's open and body, its batch
+        other = open_chat(worker)
+        other.feed_batch([(CHAT, 1.0)])
+        results = [await remote.finish(2.0) for remote in (small, big, other)]
+        for result, format, _ in results:
+            assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
+        codes = [[w["code"] for w in result["warnings"]] for result, _, _ in results]
+        assert "parallel-disabled" in codes[1] and "parallel-disabled" not in codes[0] + codes[2]
+        read = results[1][2]
+        assert read is not None and read[0] == [] and read[3] == "m"  # no echoes; the model it asked for
+        assert results[1][0]["evidence"]["reason"] == "the request echoes no tool call and answers none"
+
+    with_worker(go)
+
+
 def test_a_live_update_pending_when_the_worker_dies_is_dropped_without_an_error(monkeypatch):
     # The snapshot asked for never comes: the flow goes on, and no callback fails on the loop.
     from test_addon import PRODUCTION, llm_flow, pieces
