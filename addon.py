@@ -30,12 +30,11 @@ from mitmproxy import types as mtypes
 from mitmproxy.net.http import url as urls
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
-from accumulator.echo import ObservedCalls, add_evidence, no_evidence
+from accumulator.echo import ObservedCalls, add_evidence
 from accumulator.exchange import maybe_llm
 from accumulator.report import summary_line
-from accumulator.request import decoded
 from accumulator.rewrite.messages import MessageRewriter
-from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, asked, format_session
+from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.loglines import LogLines
@@ -44,7 +43,7 @@ from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
-from toolcall_lens.worker import AnalysisWorker, price
+from toolcall_lens.worker import AnalysisWorker, price, read_request
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -192,25 +191,28 @@ class ToolcallLens:
             return False
         return True
 
-    async def _request_when_answered(self, flow: http.HTTPFlow, format: str) -> None:
+    async def _request_when_answered(
+        self, flow: http.HTTPFlow, format: str, sent: float | None = None, buffered=None
+    ) -> None:
         # A client that reads a stream to its last event sends its follow-up as mitmproxy takes the
-        # stream's end: the follow-up waits for the results on their way (ECHO_WAIT at most).
+        # stream's end: the follow-up waits for the results on their way (ECHO_WAIT at most). A buffered
+        # response whose request is read as it comes (``buffered``: its exchange) is analysed after.
         await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
-        self._examine(flow, format)
+        self._examine(flow, format, sent)
+        if buffered is not None:
+            self._analyse_buffered(flow, buffered)
 
     def _examine(self, flow: http.HTTPFlow, format: str, sent: float | None = None) -> None:
-        """The request's echo check and session facts, read now (``sent``: when it was sent, for a check
-        made after, as its response comes)."""
-        try:
-            raw = flow.request.raw_content
-            body = decoded(flow.request.get_content(strict=False))
-            self.turn_facts[flow.id] = asked(body, format)._replace(read_from=raw)
-            echoes, evidence = self.observed.examine(body, format, sent)
-        except Exception as exc:  # noqa: BLE001 - a failed check must not touch the request
-            logger.warning("toolcall-lens: echo check failed: %s", describe(exc))
-            # The result still says a check was tried, and why it has nothing to say.
-            self.echo_warnings[flow.id] = ([], no_evidence(f"the check failed: {describe(exc)}"))
-            return
+        """The request's echo check and session facts, read now, as the worker reads a stream's
+        (``read_request``; ``sent``: when it was sent, for a check made after, as its response comes)."""
+        raw = flow.request.raw_content
+        facts, echoes, evidence, failed = read_request(
+            self.observed, flow.request.get_content(strict=False), format, sent
+        )
+        if failed is not None:  # the result still says a check was tried, and why it has nothing to say
+            logger.warning("toolcall-lens: echo check failed: %s", failed)
+        if facts is not None:
+            self.turn_facts[flow.id] = facts._replace(read_from=raw)
         # Kept even when all is well: the result then says what was checked ("evidence"), or why nothing.
         self.echo_warnings[flow.id] = (echoes, evidence)
         if echoes:
@@ -241,7 +243,6 @@ class ToolcallLens:
             turn is None
             and exchange.format is not None
             and flow.id not in self.echo_warnings
-            and settings.worker
             and self._read_in_worker()
         )
         watch, skipped = open_watch(
@@ -283,16 +284,12 @@ class ToolcallLens:
             return
         if exchange.format is not None and flow.id not in self.echo_warnings and self._read_in_worker():
             # Its request was left to be read with its response (``request``): here, as it is analysed.
+            sent = flow.request.timestamp_end
             if self.ending:  # after the results on their way from the worker, as a request would
-                return self._buffered_when_answered(flow, exchange)
-            self._examine(flow, exchange.format, flow.request.timestamp_end)
+                return self._request_when_answered(flow, exchange.format, sent, exchange)
+            self._examine(flow, exchange.format, sent)
         self._analyse_buffered(flow, exchange)
         return None
-
-    async def _buffered_when_answered(self, flow: http.HTTPFlow, exchange) -> None:
-        await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
-        self._examine(flow, exchange.format, flow.request.timestamp_end)
-        self._analyse_buffered(flow, exchange)
 
     def _analyse_buffered(self, flow: http.HTTPFlow, exchange) -> None:
         """A buffered LLM response (a JSON message, an HTTP error), read and annotated here."""

@@ -144,19 +144,21 @@ def describe(exc: BaseException) -> str:
         return type(exc).__name__
 
 
-def read_request(observed: ObservedCalls, body, format: str | None, sent: float | None) -> tuple:
-    """A stream's request body, read where its analysis runs: (what its accumulator takes of it, its
-    facts, or the body itself where they could not be read; (echo warnings, evidence, tool results, the
-    response it follows, the model it asked for)). The echo check as the proxy makes it (``addon.py``
-    ``_examine``), its responses matched by position as of ``sent``; a check that fails says why in its
-    evidence."""
+def read_request(
+    observed: ObservedCalls, body, format: str | None, sent: float | None = None
+) -> tuple[sessions.Asked | None, list[dict], dict, str | None]:
+    """A request body read once, where it is read (the addon's thread as a request passes, or the worker's
+    as its stream begins): (its facts, None where they could not be read; the echo check's warnings and
+    evidence, its responses matched by position as of ``sent``; why the reading failed, or None). A
+    failure costs the flow its facts and evidence (which says why), nothing more."""
     try:
         request = decoded(body)
         facts = sessions.asked(request, format)
         echoes, evidence = observed.examine(request, format, sent)
-    except Exception as exc:  # noqa: BLE001 - a failed check costs the flow its evidence, nothing more
-        return body, ([], no_evidence(f"the check failed: {describe(exc)}"), [], None, None)
-    return facts.request, (echoes, evidence, facts.tool_results, facts.previous_response_id, facts.model)
+    except Exception as exc:  # noqa: BLE001 - a failed check must not touch the flow
+        why = describe(exc)
+        return None, [], no_evidence(f"the check failed: {why}"), why
+    return facts, echoes, evidence, None
 
 
 # -- the worker process ----------------------------------------------------------------------------------
@@ -224,13 +226,23 @@ def serve(stdin, stdout) -> None:
                     flow_ids[key] = flow_id
                 observed.size = settings.pop("index_size", observed.size)
                 if read:
-                    request = settings["request"]
-                    settings["request"], requests[key] = read_request(
-                        observed, request, settings["format"], settings["started_at"]
+                    facts, echoes, evidence, _ = read_request(
+                        observed, settings["request"], settings["format"], settings["started_at"]
+                    )
+                    if facts is None:  # the accumulator reads what it can of the body itself
+                        facts = sessions.Asked([], None, None)
+                    else:
+                        settings["request"] = facts.request
+                    requests[key] = (
+                        echoes,
+                        evidence,
+                        facts.tool_results,
+                        facts.previous_response_id,
+                        facts.model,
                     )
                     where = asked[key]
                     if where is not None and where[2] is None:  # the model the request asked for
-                        asked[key] = (*where[:2], requests[key][4])
+                        asked[key] = (*where[:2], facts.model)
                 flows[key] = StreamAccumulator(settings.pop("format"), **settings)
             elif op == CONNECT:
                 format, path, limits, asked[key], *rest = payload

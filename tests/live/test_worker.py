@@ -600,13 +600,13 @@ def test_a_streams_request_is_read_in_the_worker_and_goes_there_as_it_is(monkeyp
     }
     opened: list[tuple[int, bool]] = []
     parsed: list[int] = []
-    real_decoded = addon_module.decoded
+    real_decoded = worker_module.decoded  # the proxy's reading of a request (``read_request``)
 
     def decoded(body):
         parsed.append(len(body))
         return real_decoded(body)
 
-    monkeypatch.setattr(addon_module, "decoded", decoded)
+    monkeypatch.setattr(worker_module, "decoded", decoded)
 
     async def through(worker: bool) -> tuple[dict, int]:
         lens = addon_module.ToolcallLens()
