@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
 from mitmproxy import flow as mflow
 from mitmproxy import types as mtypes
-from mitmproxy.net.http import url as urls
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls, add_evidence
@@ -37,7 +36,7 @@ from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, format_session
 from toolcall_lens import options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
-from toolcall_lens.loglines import LogLines
+from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
@@ -62,7 +61,6 @@ ECHO_WAIT = 2.0
 
 
 _SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}
-URL_HOSTS = 256  # (scheme, Host header) pairs whose URL beginning a proxy remembers (``_pretty_url``)
 
 
 def _session_headers(headers) -> dict[str, str]:
@@ -75,26 +73,6 @@ def _session_headers(headers) -> dict[str, str]:
         if known is not None:
             found.setdefault(known, []).append(value.decode("utf-8", "surrogateescape"))
     return {name: ", ".join(values) for name, values in found.items()}
-
-
-def _pretty_url(request: http.Request, known: dict[tuple[str, str], str]) -> str:
-    """``request.pretty_url``, built as mitmproxy builds it, with the part before the path kept in
-    ``known`` by (scheme, Host header): mitmproxy parses and checks the header on every read (~25 us of
-    a busy proxy's thread), and a proxy sees few hosts. A CONNECT, or a request with no Host header,
-    is mitmproxy's own reading."""
-    host_header = request.host_header
-    if not host_header or request.method == "CONNECT":
-        return request.pretty_url
-    scheme = request.scheme
-    start = known.get((scheme, host_header))
-    if start is None:
-        host, port = urls.parse_authority(host_header, check=False)
-        start = urls.unparse(scheme, host, port or urls.default_port(scheme) or 443, "")
-        if len(known) >= URL_HOSTS:
-            del known[next(iter(known))]
-        known[(scheme, host_header)] = start
-    path = request.path
-    return start + path if path != "*" else start
 
 
 def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
@@ -731,8 +709,8 @@ class ToolcallLens:
             self._forget(flow)
 
     def _url(self, flow: http.HTTPFlow) -> str:
-        """The request URL as mitmproxy shows it (``_pretty_url``): what the addon logs and prices with."""
-        return _pretty_url(flow.request, self.url_starts)
+        """The request URL as mitmproxy shows it (``pretty_url``): what the addon logs and prices with."""
+        return pretty_url(flow.request, self.url_starts)
 
     def _asked(self, flow: http.HTTPFlow, url: str | None = None) -> tuple:
         """How the worker prices a flow's results: (its URL, its request's time, the model it asked for)."""

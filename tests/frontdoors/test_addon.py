@@ -565,57 +565,6 @@ def test_a_streams_url_is_read_once_for_its_price_and_its_log_line(lens, caplog,
     assert [line.split(": ")[0] for line in lines] == [f"toolcall-lens POST {url}" for url in urls]
 
 
-def _request(
-    host_header: str | None, *, scheme="https", path="/v1/messages", version="HTTP/1.1", method="POST"
-):
-    request = tflow.treq(scheme=scheme, path=path, http_version=version, method=method)
-    request.headers.pop("host", None)
-    if host_header is not None:
-        if version == "HTTP/2.0":
-            request.authority = host_header
-        else:
-            request.headers["host"] = host_header
-    return request
-
-
-@pytest.mark.parametrize(
-    "request_",
-    [
-        _request("api.anthropic.com"),
-        _request("api.anthropic.com:443"),
-        _request("api.anthropic.com:8443"),
-        _request("127.0.0.1:8080", scheme="http"),
-        _request("example.com:80", scheme="http"),
-        _request("Example.COM", scheme="http"),
-        _request("[::1]:8443"),
-        _request("[::1]"),
-        _request("b\u00fccher.example"),
-        _request("not a host!"),
-        _request("api.openai.com", path="/v1/chat/completions?key=abc&x=1"),
-        _request("api.openai.com", path="*", method="OPTIONS"),
-        _request(None),
-        _request("generativelanguage.googleapis.com", version="HTTP/2.0"),
-        _request("api.openai.com:443", method="CONNECT", path=""),
-    ],
-    ids=lambda r: f"{r.method} {r.http_version} {r.host_header!r} {r.path!r}",
-)
-def test_the_url_the_addon_builds_is_mitmproxys_pretty_url(request_):
-    known: dict = {}
-    assert addon_module._pretty_url(request_, known) == request_.pretty_url
-    assert addon_module._pretty_url(request_, known) == request_.pretty_url  # from what it kept
-
-
-def test_the_hosts_a_proxy_keeps_urls_for_are_bounded():
-    known: dict = {}
-    for n in range(addon_module.URL_HOSTS + 5):
-        addon_module._pretty_url(_request(f"host{n}.example"), known)
-    assert len(known) == addon_module.URL_HOSTS
-    assert ("https", "host0.example") not in known and (
-        "https",
-        f"host{addon_module.URL_HOSTS + 4}.example",
-    ) in known
-
-
 def test_one_log_line_per_llm_flow(lens, caplog):
     caplog.set_level(logging.INFO, logger="toolcall_lens")
     stream_through(lens, llm_flow(), PRODUCTION)

@@ -1,4 +1,5 @@
-"""The addon's line a flow in mitmproxy's log: a record each at a human pace, shared records under load."""
+"""The addon's line a flow in mitmproxy's log: a record each at a human pace, shared records under load; the URL
+it names, built as mitmproxy builds it."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import asyncio
 import logging
 
 import pytest
+from mitmproxy.test import tflow
 
-from toolcall_lens.loglines import BURST, WINDOW, LogLines
+from toolcall_lens.loglines import BURST, URL_HOSTS, WINDOW, LogLines, pretty_url
 
 INFO, WARNING = logging.INFO, logging.WARNING
 
@@ -154,3 +156,54 @@ def test_once_closed_what_waits_is_written_and_every_line_after_at_once(records)
             assert records()[-1] == (WARNING, f"flow {k}") and lines._timer is None
 
     asyncio.run(main())
+
+
+def _request(
+    host_header: str | None, *, scheme="https", path="/v1/messages", version="HTTP/1.1", method="POST"
+):
+    request = tflow.treq(scheme=scheme, path=path, http_version=version, method=method)
+    request.headers.pop("host", None)
+    if host_header is not None:
+        if version == "HTTP/2.0":
+            request.authority = host_header
+        else:
+            request.headers["host"] = host_header
+    return request
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        _request("api.anthropic.com"),
+        _request("api.anthropic.com:443"),
+        _request("api.anthropic.com:8443"),
+        _request("127.0.0.1:8080", scheme="http"),
+        _request("example.com:80", scheme="http"),
+        _request("Example.COM", scheme="http"),
+        _request("[::1]:8443"),
+        _request("[::1]"),
+        _request("b\u00fccher.example"),
+        _request("not a host!"),
+        _request("api.openai.com", path="/v1/chat/completions?key=abc&x=1"),
+        _request("api.openai.com", path="*", method="OPTIONS"),
+        _request(None),
+        _request("generativelanguage.googleapis.com", version="HTTP/2.0"),
+        _request("api.openai.com:443", method="CONNECT", path=""),
+    ],
+    ids=lambda r: f"{r.method} {r.http_version} {r.host_header!r} {r.path!r}",
+)
+def test_the_url_a_line_names_is_mitmproxys_pretty_url(request_):
+    known: dict = {}
+    assert pretty_url(request_, known) == request_.pretty_url
+    assert pretty_url(request_, known) == request_.pretty_url  # from what it kept
+
+
+def test_the_hosts_a_proxy_keeps_urls_for_are_bounded():
+    known: dict = {}
+    for n in range(URL_HOSTS + 5):
+        pretty_url(_request(f"host{n}.example"), known)
+    assert len(known) == URL_HOSTS
+    assert ("https", "host0.example") not in known and (
+        "https",
+        f"host{URL_HOSTS + 4}.example",
+    ) in known
