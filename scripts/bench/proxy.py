@@ -31,6 +31,10 @@ WITHOUT = (
     ("addon.py without request reading, session, summary", "request,session,summary"),
     ("addon.py without request reading, redaction, annotation", "request,redact,annotate"),
 )
+# A reference of the short flows: the two references in one mitmdump, the bare core in a worker and what
+# the addon shows of each flow (a comment, the metadata, one log line). The least an addon of this design
+# (analysis in a worker, a line a flow) costs, before any of its features: the room the 90% target leaves.
+DESIGN = "core off-process + a line a flow"
 
 
 def throughput_run(port: int, bodies: list[bytes], clients: int, expected: Callable[[bytes], int]) -> tuple:
@@ -225,6 +229,15 @@ def bench_proxy(args) -> None:
             )
             stack.callback(process.stop)
             proxies[(label, "provider")] = (process, listen)
+        # The line's script first: the off-process callable, set after, is the one that runs.
+        process, listen = start_mitmdump(
+            provider_port,
+            ADDONS / "line_stream.py",
+            ADDONS / "offproc_stream.py",
+            name=f"mitmdump {DESIGN} -> provider",
+        )
+        stack.callback(process.stop)
+        proxies[(DESIGN, "provider")] = (process, listen)
         direct = {"upstream": upstream_port, "provider": provider_port}
         print(
             textwrap.dedent(f"""\
@@ -277,6 +290,7 @@ def bench_proxy(args) -> None:
                 ("core callable", proxies[("core callable", source)]),
                 ("core off-process", proxies[("core off-process", source)]),
                 *((label, proxies[(label, source)]) for label, _ in WITHOUT if source == "provider"),
+                *([(DESIGN, proxies[(DESIGN, source)])] if source == "provider" else []),
                 ("direct", (None, direct[source])),
             ]
             for _label, (_process, port) in targets:  # warm-up
@@ -352,6 +366,13 @@ def bench_proxy(args) -> None:
                 FINDINGS["proxy/provider/without"] = {
                     label: summary[label][0] / summary["identity callable"][0] for label, _ in WITHOUT
                 }
+                print(
+                    f"{DESIGN}: a reference, both scripts in one mitmdump (line_stream.py, then "
+                    "offproc_stream.py): the bare core in a worker, and a comment, the metadata and a log line "
+                    "a flow. The least an addon that analyses in a worker and tells each flow costs, before "
+                    "any of its features."
+                )
+                FINDINGS["proxy/provider/design"] = summary[DESIGN][0] / summary["identity callable"][0]
             FINDINGS[f"proxy/{source}/in-proxy"] = (
                 summary["addon.py, in the proxy"][0] / summary["identity callable"][0]
             )
@@ -453,4 +474,13 @@ def bench_proxy(args) -> None:
             + ("; ".join(said) if said else "the probe said nothing")
             + f"; {len(lines)} log lines written, {constant} with the constant summary; {errors} addon errors"
         )
+    # Both its scripts ran: the worker's results and the log lines of its flows.
+    process = proxies[(DESIGN, "provider")][0]
+    said = [line for line in process.lines if line.startswith("offproc_stream: ")]
+    lines = sum(" toolcall-lens POST " in line for line in process.lines)
+    print(
+        f"{DESIGN} (provider): "
+        + (said[-1].removeprefix("offproc_stream: ") if said else "its worker's results not reported")
+        + f"; {lines} log lines written"
+    )
     bench_long_requests(args)

@@ -63,6 +63,13 @@ def print_targets() -> None:
             )
         else:
             add(f"through mitmdump: >= 90% of identity throughput ({label})", "-", None)
+        design = FINDINGS.get(f"proxy/{source}/design")
+        if design is not None:
+            add(
+                f"  for reference, the bare core in a worker + a line a flow, no features ({label})",
+                f"{design * 100:.1f}%",
+                "reference",
+            )
         for probe, share in FINDINGS.get(f"proxy/{source}/without", {}).items():
             add(f"  for reference, {probe} (a probe) ({label})", f"{share * 100:.1f}%", "reference")
         in_proxy = FINDINGS.get(f"proxy/{source}/in-proxy")

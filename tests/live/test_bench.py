@@ -65,6 +65,15 @@ def test_bench_all_quick_prints_every_table():
     lines = [line for line in run.stdout.splitlines() if line.startswith("identity + a line a flow (")]
     assert len(lines) == 2 and all(int(re.findall(r"(\d+) log lines", line)[0]) > 0 for line in lines), lines
     assert "identity with a line a flow:" in run.stdout
+    # The reference of the design's least cost ran both its scripts in one mitmdump: the worker answered
+    # its flows with their calls, and each flow it saw got its log line.
+    design = [
+        line for line in run.stdout.splitlines() if line.startswith("core off-process + a line a flow (")
+    ]
+    assert len(design) == 1, design
+    results, calls, lines = (int(n) for n in re.findall(r"(\d+) (?:results|tool calls|log lines)", design[0]))
+    assert results > 0 and calls >= results and lines > 0, design
+    assert "for reference, the bare core in a worker + a line a flow, no features (short flows)" in run.stdout
     # The probes of the short flows switched off what they name: the first's flows are still told in the
     # log, each with the probe's constant summary, and in no session; the second's, annotated not at
     # all, are not.
