@@ -22,29 +22,54 @@ REDACTED = "...[redacted]"
 EARLIER_MARKERS = (REDACTED, "\u2026[redacted]")  # the ellipsis marker of earlier versions, in older dumps
 
 
-# The names looked for, as the raw header fields spell them (lower-cased): one pass over the fields tells
-# which are there (a lookup by name walks every field, and this runs on every LLM flow).
-_LOOKED_FOR = frozenset(name.encode() for name in (*SECRET_HEADERS, "sec-websocket-protocol"))
+# The names looked for, as the raw header fields spell them (lower-cased): one pass over the fields finds
+# and masks them (a lookup by name walks every field, and this runs on every LLM flow).
+_SECRET_FIELDS = frozenset(name.encode() for name in SECRET_HEADERS)
+_PROTOCOL_FIELD = b"sec-websocket-protocol"
+_KEY_PROTOCOLS = tuple(prefix.encode() for prefix in KEY_PROTOCOLS)
 
 
 def redact_credentials(flow: http.HTTPFlow) -> None:
     """Replace the credentials of a stored request by a marker that keeps their first few characters."""
     request = flow.request
     headers = request.headers
-    present = {name.lower() for name, _ in headers.fields} & _LOOKED_FOR
-    for name in SECRET_HEADERS:
-        if name.encode() in present:
-            headers.set_all(name, [mask(value) for value in headers.get_all(name)])
-    if b"sec-websocket-protocol" in present:
-        protocols = headers.get_all("sec-websocket-protocol")
-        if any(prefix in value for value in protocols for prefix in KEY_PROTOCOLS):
-            headers.set_all("sec-websocket-protocol", [_mask_protocols(value) for value in protocols])
+    fields = headers.fields
+    masked: list | None = None  # the fields, once one changes
+    protocols = []  # where the WebSocket subprotocol lists are
+    for i, (name, value) in enumerate(fields):
+        lowered = name.lower()
+        if lowered in _SECRET_FIELDS:
+            new = _encoded(mask(_decoded(value)))
+            if new != value:
+                if masked is None:
+                    masked = list(fields)
+                masked[i] = (name, new)
+        elif lowered == _PROTOCOL_FIELD:
+            protocols.append(i)
+    # Every list of subprotocols is rewritten when one carries a key, as mitmproxy's set_all would.
+    if any(prefix in fields[i][1] for i in protocols for prefix in _KEY_PROTOCOLS):
+        if masked is None:
+            masked = list(fields)
+        for i in protocols:
+            masked[i] = (fields[i][0], _encoded(_mask_protocols(_decoded(fields[i][1]))))
+    if masked is not None:
+        headers.fields = tuple(masked)
     if "?" in request.path:  # reading the query parses the path: only where there is one
         query = request.query
         for name in SECRET_QUERY:
             values = query.get_all(name)
             if values:
                 query.set_all(name, [mask(value) for value in values])
+
+
+def _decoded(value: bytes) -> str:
+    """A header's value as mitmproxy's ``Headers`` gives it."""
+    return value.decode("utf-8", "surrogateescape")
+
+
+def _encoded(value: str) -> bytes:
+    """A header's value as mitmproxy's ``Headers`` stores it."""
+    return value.encode("utf-8", "surrogateescape")
 
 
 def mask(value: str) -> str:
