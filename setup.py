@@ -15,9 +15,11 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-# Every module of the core but the package files, the CLI and its report, the pricing and the sessions
-# (once per response or per run, not per event) and the rewriter (opt-in, its own benchmark). Paths relative to the project, as mypyc wants them.
-NOT_COMPILED = {"cli.py", "report.py", "cost.py", "sessions.py", "__init__.py"}
+# Every module of the core but the package files, the CLI, the pricing (once per response or per run, not
+# per event) and the rewriter (opt-in, its own benchmark). The sessions and the report are compiled: once
+# per response too, but on the proxy's thread, where placing a short flow in its session cost ~33 us and
+# its summary line ~9 (docs/performance.md). Paths relative to the project, as mypyc wants them.
+NOT_COMPILED = {"cli.py", "cost.py", "__init__.py"}
 COMPILED = sorted(
     str(path.relative_to(ROOT))
     for path in (ROOT / "accumulator").rglob("*.py")
