@@ -23,6 +23,23 @@ from mitmproxy import ctx
 PARTS = ("request", "session", "summary", "redact", "annotate")
 
 
+class Unplaced:
+    """The addon's sessions with placing switched off. (The compiled ``Sessions``' method cannot be
+    replaced on its instance: the probe wraps it.)"""
+
+    def __init__(self, sessions) -> None:
+        self.sessions = sessions
+
+    def place(self, *args, **kwargs) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def __getattr__(self, name: str):
+        return getattr(self.sessions, name)
+
+
 class AddonWithout:
     def load(self, loader) -> None:
         loader.add_option("addon_without", str, "", f"Parts of addon.py switched off: {', '.join(PARTS)}.")
@@ -37,7 +54,7 @@ class AddonWithout:
         if "request" in parts:
             lens.request = None  # mitmproxy skips an addon whose hook is not callable
         if "session" in parts:
-            lens.sessions.place = lambda *args, **kwargs: None
+            lens.sessions = Unplaced(lens.sessions)
         if "summary" in parts:
             module["summary_line"] = lambda result: "a summary"
         if "redact" in parts:
