@@ -315,19 +315,21 @@ def bench_proxy(args) -> None:
                 per_second = [events / seconds for seconds, events, _ in runs]
                 cpu = [c / events * 1e6 for _, events, c in runs if events]
                 med = statistics.median(per_second)
+                if not med:  # a proxy that passed nothing (it exited: a script's error at start-up)
+                    failures.append(f"{label}: no events in most runs")
                 summary[label] = (med, statistics.median(cpu) if cpu else float("nan"))
                 rows.append(
                     [
                         label,
                         rate(med),
                         f"{statistics.median(len(bodies) / seconds for seconds, _, _ in runs):.1f}",
-                        f"{(max(per_second) - min(per_second)) / med * 100:.0f}%",
-                        "-" if label == "direct" else f"{statistics.median(cpu):.1f}",
+                        f"{(max(per_second) - min(per_second)) / med * 100:.0f}%" if med else "-",
+                        "-" if label == "direct" else f"{summary[label][1]:.1f}",
                     ]
                 )
             for row, (label, (med, cpu)) in zip(rows, summary.items()):
                 base, base_cpu = summary["identity callable"]
-                row.append("-" if label == "direct" else f"{med / base * 100:.0f}%")
+                row.append("-" if label == "direct" or not base else f"{med / base * 100:.0f}%")
                 row.append("-" if label == "direct" else f"{cpu / base_cpu:.2f}x")
             print(
                 table(
