@@ -1144,6 +1144,10 @@ def test_a_connection_in_the_worker_shows_its_running_calls_live(monkeypatch):
                 now[0] += 0.6  # each one due for an update
                 send(lens, flow, False, event)
                 await asyncio.sleep(0.05)  # the snapshot's answer
+            waited = 0.0  # a worker slow to start answers later
+            while not flow.comment.endswith("so far: tool_0, tool_1") and waited < 10:
+                await asyncio.sleep(0.05)
+                waited += 0.05
             live = flow.metadata["toolcall_lens_live"]
             assert [c["name"] for c in live["running"][0]["choices"][0]["tool_calls"]] == ["tool_0", "tool_1"]
             assert flow.comment.endswith("2 call(s) so far: tool_0, tool_1") and updated[-1] == [flow]
