@@ -386,6 +386,29 @@ def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_o
     with_worker(go)
 
 
+def test_opening_a_flow_asks_the_system_nothing_and_a_worker_that_exited_is_still_replaced():
+    # A flow's open costs the proxy's thread no waitpid (~14 us under load): a worker that exits closes its
+    # pipe, which the proxy sees on the event loop, and the next flow starts a new one.
+    async def go(worker):
+        result = await chat_result(open_chat(worker))
+        process = worker.process
+        asked = []
+        poll = process.poll
+        process.poll = lambda: asked.append(1) or poll()
+        for _ in range(5):
+            result = await chat_result(open_chat(worker))
+            assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        assert asked == [] and worker.process is process
+        process.kill()
+        while worker.alive:  # its end, seen on its pipe
+            await asyncio.sleep(0.01)
+        result = await chat_result(open_chat(worker))
+        assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["first", "second"]
+        assert worker.started == 2 and worker.process is not process and process.poll() is not None
+
+    with_worker(go)
+
+
 def test_each_answer_awaited_is_given_its_whole_time_by_one_watchdog_and_leaves_it_once_answered(monkeypatch):
     # One timer watches the oldest answer awaited, not one timeout per flow: a flow asked late is given its
     # whole ANSWER_TIMEOUT even when the timer first fires for an earlier flow; answered flows are not held.
