@@ -87,6 +87,12 @@ class ObservedCalls:
                 # A call whose arguments were cut at the cap is known by its id (its echo is no unknown id)
                 # but its arguments are not compared with the echo's.
                 if call["id"]:
+                    earlier = self._calls.get(call["id"])
+                    if earlier is not None and earlier.flow_id != flow_id:
+                        # An id a provider used again (a fake one, a local model's ``call_0``): the call is
+                        # this flow's now, and the earlier flow's list of calls lets it go (it grew by a
+                        # list a flow for ever, and named the later flow's call among the earlier's).
+                        self._forget_sibling(earlier.flow_id, call["id"])
                     self._calls[call["id"]] = ObservedCall(
                         call["id"],
                         call["name"],
@@ -104,11 +110,14 @@ class ObservedCalls:
             self._anonymous.append((flow_id, result["format"], anonymous, ended))
         while len(self._calls) > self.size:
             old_id, old = self._calls.popitem(last=False)
-            siblings = self._by_flow.get(old.flow_id)
-            if siblings is not None and old_id in siblings:
-                siblings.remove(old_id)
-                if not siblings:
-                    del self._by_flow[old.flow_id]
+            self._forget_sibling(old.flow_id, old_id)
+
+    def _forget_sibling(self, flow_id: str, call_id: str) -> None:
+        siblings = self._by_flow.get(flow_id)
+        if siblings is not None and call_id in siblings:
+            siblings.remove(call_id)
+            if not siblings:
+                del self._by_flow[flow_id]
 
     def siblings(self, flow_id: str) -> list[ObservedCall]:
         return [self._calls[i] for i in self._by_flow.get(flow_id, ()) if i in self._calls]

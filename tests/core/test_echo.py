@@ -139,6 +139,29 @@ def test_the_index_stays_within_its_bound():
     assert len(index._by_flow) <= 3
 
 
+def test_ids_a_provider_uses_again_keep_the_index_bounded_and_each_flow_its_own_calls():
+    # The fake provider (and a local model's ``call_0``) sends the same ids in every response: the index
+    # kept a list per flow for ever (the proxy's and the worker's, a flow each), and an earlier flow's
+    # siblings named the later flow's calls.
+    index = ObservedCalls(size=100)
+    for n in range(5_000):
+        calls = [{"id": f"call_{k}", "name": f"f{n}", "arguments": "{}"} for k in range(2)]
+        index.record({"format": "openai-chat", "choices": [{"tool_calls": calls}]}, f"flow-{n}")
+    assert len(index) == 2 and list(index._by_flow) == ["flow-4999"]
+    assert [c.name for c in index.siblings("flow-4999")] == ["f4999", "f4999"]
+    assert index.siblings("flow-4998") == []
+    # One of two ids used again: the earlier flow keeps the other.
+    index.record(
+        {
+            "format": "openai-chat",
+            "choices": [{"tool_calls": [{"id": "call_0", "name": "g", "arguments": "{}"}]}],
+        },
+        "flow-5000",
+    )
+    assert [c.id for c in index.siblings("flow-4999")] == ["call_1"]
+    assert [c.name for c in index.siblings("flow-5000")] == ["g"]
+
+
 def test_an_echoed_call_is_used_again_and_outlives_calls_recorded_after_it():
     # Least recently used, not first in first out: the oldest call, echoed back, is kept, and the
     # call recorded after it, never echoed, goes when a new one comes.
