@@ -699,7 +699,9 @@ class ToolcallLens:
         remote = isinstance(watch, StreamWatch) and watch.remote
         read = watch.request_read if remote else None
         if read is not None:  # what the worker read of the request (its echo warnings are on the result)
-            echoes, tool_results, previous_response_id, model = read
+            echoes, tool_results, previous_response_id, model, failed = read
+            if failed is not None:  # the result's evidence says why too, as for a request read here
+                logger.warning("toolcall-lens: echo check failed: %s", failed)
             self.turn_facts[flow.id] = Asked(tool_results, previous_response_id, model)
             if echoes:
                 self._link_earlier_flows(flow, echoes)

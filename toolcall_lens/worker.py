@@ -181,7 +181,7 @@ def serve(stdin, stdout) -> None:
     observed = ObservedCalls()  # the calls of recent results, as the proxy's echo check keeps them
     flow_ids: dict[int, str] = {}  # flow -> the proxy's flow id, which its results are recorded under
     # flow -> what its request said, read here: (echo warnings, evidence, tool results, previous response
-    # id, model asked)
+    # id, model asked, why the reading failed or None)
     requests: dict[int, tuple] = {}
 
     def answer(key: int, op: int, payload: object) -> None:
@@ -226,7 +226,7 @@ def serve(stdin, stdout) -> None:
                     flow_ids[key] = flow_id
                 observed.size = settings.pop("index_size", observed.size)
                 if read:
-                    facts, echoes, evidence, _ = read_request(
+                    facts, echoes, evidence, failed = read_request(
                         observed, settings["request"], settings["format"], settings["started_at"]
                     )
                     if facts is None:  # the accumulator reads what it can of the body itself
@@ -239,6 +239,7 @@ def serve(stdin, stdout) -> None:
                         facts.tool_results,
                         facts.previous_response_id,
                         facts.model,
+                        failed,
                     )
                     where = asked[key]
                     if where is not None and where[2] is None:  # the model the request asked for
@@ -701,7 +702,8 @@ class RemoteAccumulator:
 
     async def finish(self, now: float) -> tuple[object, str | None, list | None]:
         """(the result, or FAILED; the format, or why it failed; what the worker read of the request,
-        when it read it: [echo warnings, tool results, previous response id, model asked])."""
+        when it read it: [echo warnings, tool results, previous response id, model asked, why the reading
+        failed or None], which the proxy logs as it logs its own)."""
         answer = await self.worker.answer(self.key, FINISH, now)
         return unpacked(answer[0]), answer[1], unpacked(answer[2]) if len(answer) > 2 else None
 

@@ -669,6 +669,49 @@ def test_a_streams_request_is_read_in_the_worker_and_goes_there_as_it_is(monkeyp
     assert remote["evidence"]["reason"] == "the request echoes no tool call and answers none"
 
 
+def test_a_request_the_worker_fails_to_read_is_said_on_the_result_and_in_the_proxys_log(
+    monkeypatch, tmp_path, caplog
+):
+    # A fault in the check itself (no known input makes one: it is there for a bug). Read in the proxy, the
+    # flow's evidence says why and the log says "echo check failed"; read in the worker, the same: the
+    # worker sends why with the result, and the proxy logs it (it kept only the evidence's reason before).
+    from test_addon import PRODUCTION, llm_flow, pieces
+
+    faulty = tmp_path / "python"
+    code = (
+        "import toolcall_lens.worker as w\n"
+        "def decoded(body):\n"
+        "    raise ValueError('a bug in the check')\n"
+        "w.decoded = decoded\n"
+        "w.main()\n"
+    )
+    faulty.write_text(f'#!/bin/sh\nexec "{worker_module.sys.executable}" -c "{code}"\n')
+    faulty.chmod(0o755)
+    monkeypatch.setattr(worker_module.sys, "executable", str(faulty))  # the worker it starts: this one
+
+    async def go():
+        lens = addon_module.ToolcallLens()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=True)
+            flow = llm_flow()
+            assert lens.request(flow) is None  # read in the worker
+            lens.responseheaders(flow)
+            assert flow.response.stream.remote
+            for piece in pieces(PRODUCTION, 7):
+                flow.response.stream(piece)
+            flow.response.stream(b"")
+            await lens.response(flow)
+            lens.done()
+        return flow.metadata["toolcall_lens"]
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        result = asyncio.run(asyncio.wait_for(go(), 60))
+    assert [c["name"] for c in result["choices"][0]["tool_calls"]] == ["search_circulars", "get_user_profile"]
+    assert result["evidence"]["reason"] == "the check failed: ValueError: a bug in the check"
+    said = [r.getMessage() for r in caplog.records if "echo check" in r.getMessage()]
+    assert said == ["toolcall-lens: echo check failed: ValueError: a bug in the check"]
+
+
 def test_a_body_larger_than_the_pipe_reaches_the_worker_whole_between_other_flows_messages():
     # A request of 3 MiB fills the pipe (1 MiB) three times over: it goes in pieces as the worker reads,
     # the message before it and those after it intact. Each flow's request is read there (its parallel
