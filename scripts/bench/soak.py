@@ -38,7 +38,9 @@ def bench_soak(args) -> None:
         watches (per-flow stream callables), echo (pending echo warnings), observed (the echo index),
         accumulators alive (StreamAccumulator objects in the proxy's heap; at the defaults they live in the
         analysis worker, whose memory is in the RSS), flows alive (HTTPFlow objects in the heap),
-        annotated (flows the addon annotated). RSS = mitmdump's VmRSS with its analysis worker's. Sampled
+        annotated (flows the addon annotated), objects (every object mitmdump's garbage collector follows,
+        after a collection: a leak of small objects shows here first). RSS = mitmdump's VmRSS with its
+        analysis worker's. Sampled
         every {every} flows while the other clients keep going (so a few flows are in flight), and once
         more when all are done.""")
     )
@@ -122,6 +124,7 @@ def bench_soak(args) -> None:
                 s["flows_alive"],
                 s["observed"],
                 s["annotated"],
+                s["objects"],
                 f"{t:.1f}",
             ]
             for n, rss, s, t in samples
@@ -137,6 +140,7 @@ def bench_soak(args) -> None:
                     "flows alive",
                     "observed",
                     "annotated",
+                    "objects",
                     "seconds",
                 ],
                 rows,
@@ -154,9 +158,15 @@ def bench_soak(args) -> None:
             f"({mib(samples[-1][1] - half[1])}); "
             f"from 0 to {samples[-1][0]}: {mib(samples[-1][1] - samples[0][1])}"
         )
+        kept = samples[-1][2]["objects"] - half[2]["objects"]
+        print(
+            f"objects the collector follows, from {half[0]} to {samples[-1][0]} flows: {kept:+d} "
+            f"({kept / max(1, samples[-1][0] - half[0]):+.2f} a flow; flows in flight at the first)"
+        )
         FINDINGS["soak"] = {
             "final": final,
             "growth": growth,
+            "objects": kept,
             "half": half[0],
             "flows": done[0],
             "failures": len(failures),

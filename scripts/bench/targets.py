@@ -147,7 +147,8 @@ def print_targets() -> None:
         )
         add(
             f"soak: resident memory flat (growth from flow {soak['half']} to the end <= 5%)",
-            f"{soak['growth'] * 100:+.1f}%" + (" (--quick: too few flows to judge)" if soak["quick"] else ""),
+            f"{soak['growth'] * 100:+.1f}%; objects the collector follows {soak['objects']:+d}"
+            + (" (--quick: too few flows to judge)" if soak["quick"] else ""),
             None if soak["quick"] else soak["growth"] <= 0.05,
         )
     else:

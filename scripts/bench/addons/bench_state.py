@@ -31,6 +31,10 @@ class BenchState:
             "observed": len(lens.observed),
             "accumulators_alive": alive,
             "flows_alive": flows,
+            # Every container the collector follows: a per-flow leak of small objects (a list a flow
+            # kept by the echo index, until issue 21's third session of 2026-12-06) shows here long
+            # before it shows in the resident memory.
+            "objects": len(objects),
             "responses": self.responses,
             "annotated": self.annotated,
         }
