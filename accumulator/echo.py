@@ -24,6 +24,8 @@ from .warnings import WarningLog
 
 DEFAULT_INDEX_SIZE = 10_000
 ANONYMOUS_RESPONSES = 256  # recent responses whose calls carry no id, kept for matching by position and name
+# Earlier calls kept under one id that comes again (the turns of a conversation an echo check can pair)
+EARLIER_CALLS = 32
 _SPLICE_CAP = 4096  # longest arguments the splice check looks at (its work is quadratic)
 
 
@@ -48,12 +50,17 @@ class EchoedCall:
 
 class ObservedCalls:
     """The calls reconstructed from recent responses, by id, at most ``size`` of them: when full, the call
-    least recently recorded or echoed back goes."""
+    least recently recorded or echoed back goes. An id that comes again (a provider that numbers each
+    response's calls: ``call_0``, kimi-k3's ``list_dir:0``) keeps its earlier calls too, within ``size``:
+    a conversation echoes each turn's."""
 
     def __init__(self, size: int = DEFAULT_INDEX_SIZE) -> None:
         self.size = size
-        self._calls: OrderedDict[str, ObservedCall] = OrderedDict()
+        self._calls: OrderedDict[str, ObservedCall] = OrderedDict()  # each id's newest call
         self._by_flow: dict[str, list[str]] = {}
+        # An id's calls before its newest, oldest first (ids that came again only), and how many in all.
+        self._earlier: dict[str, list[ObservedCall]] = {}
+        self._versions = 0
         # Responses whose calls carry no id (Gemini): their calls in order, newest last, matched to a
         # request's echoes by turn, position and name; with when each ended (None: not known).
         self._anonymous: deque[tuple[str, str, list[ObservedCall], float | None]] = deque(
@@ -87,13 +94,7 @@ class ObservedCalls:
                 # A call whose arguments were cut at the cap is known by its id (its echo is no unknown id)
                 # but its arguments are not compared with the echo's.
                 if call["id"]:
-                    earlier = self._calls.get(call["id"])
-                    if earlier is not None and earlier.flow_id != flow_id:
-                        # An id a provider used again (a fake one, a local model's ``call_0``): the call is
-                        # this flow's now, and the earlier flow's list of calls lets it go (it grew by a
-                        # list a flow for ever, and named the later flow's call among the earlier's).
-                        self._forget_sibling(earlier.flow_id, call["id"])
-                    self._calls[call["id"]] = ObservedCall(
+                    observed = ObservedCall(
                         call["id"],
                         call["name"],
                         call["arguments"],
@@ -102,15 +103,38 @@ class ObservedCalls:
                         bool(call.get("arguments_truncated")),
                         choice.get("index", 0),
                     )
+                    earlier = self._calls.get(call["id"])
+                    if earlier is not None and earlier != observed:
+                        # An id the provider used again: the newest call is this one, the earlier is kept
+                        # for the echoes of its turn, and its flow's list of calls lets the id go (the list
+                        # stayed for ever, and named the later flow's call among the earlier's).
+                        if earlier.flow_id != flow_id:
+                            self._forget_sibling(earlier.flow_id, call["id"])
+                        versions = self._earlier.setdefault(call["id"], [])
+                        versions.append(earlier)
+                        if len(versions) > EARLIER_CALLS:
+                            del versions[0]
+                        else:
+                            self._versions += 1
+                    self._calls[call["id"]] = observed
                     self._calls.move_to_end(call["id"])
                     ids.append(call["id"])
         if ids:
             self._by_flow[flow_id] = ids
         if anonymous:
             self._anonymous.append((flow_id, result["format"], anonymous, ended))
-        while len(self._calls) > self.size:
-            old_id, old = self._calls.popitem(last=False)
-            self._forget_sibling(old.flow_id, old_id)
+        while len(self._calls) + self._versions > self.size:
+            if len(self._calls) > 1 or not self._versions:  # the least recently used id goes, whole
+                old_id, old = self._calls.popitem(last=False)
+                self._forget_sibling(old.flow_id, old_id)
+                self._versions -= len(self._earlier.pop(old_id, ()))
+            else:  # one id over the bound alone: its oldest calls go
+                call_id, versions = next(iter(self._earlier.items()))
+                excess = min(len(versions), len(self._calls) + self._versions - self.size)
+                del versions[:excess]
+                self._versions -= excess
+                if not versions:
+                    del self._earlier[call_id]
 
     def _forget_sibling(self, flow_id: str, call_id: str) -> None:
         siblings = self._by_flow.get(flow_id)
@@ -145,14 +169,17 @@ class ObservedCalls:
         known_turns = set()
         matched: list[tuple[EchoedCall, ObservedCall]] = []
         glued: list[tuple[EchoedCall, list[ObservedCall]]] = []
-        for call in echoed:
+        ranks = self._ranks(echoed) if self._earlier else {}
+        for n, call in enumerate(echoed):
             if call.id is None:
                 continue
-            observed = self._calls.get(call.id)
-            if observed is not None:
+            found = self._calls.get(call.id)
+            if found is not None:
                 self._calls.move_to_end(call.id)  # used again: a conversation still going keeps its calls
-                matched.append((call, observed))
                 known_turns.add(call.turn)
+                observed = self._version(call, ranks[n]) if n in ranks else found
+                if observed is not None:  # None: an echo of a call of that id no longer kept
+                    matched.append((call, observed))
             elif (parts := self._glued_ids(call.id)) is not None:
                 glued.append((call, parts))
                 known_turns.add(call.turn)
@@ -313,6 +340,33 @@ class ObservedCalls:
                 )
         return missing
 
+    def _ranks(self, echoed: list[EchoedCall]) -> dict[int, int]:
+        """For each echo (by its position) of an id that came again: how many echoes of that id come in
+        later turns of the request (0: its newest turn), which pairs it with that id's newest calls."""
+        ranks: dict[int, int] = {}
+        later: dict[str, int] = {}
+        for n in sorted(range(len(echoed)), key=lambda n: -echoed[n].turn):  # the newest turn first
+            call_id = echoed[n].id
+            if call_id is not None and call_id in self._earlier:
+                ranks[n] = later.get(call_id, 0)
+                later[call_id] = ranks[n] + 1
+        return ranks
+
+    def _version(self, call: EchoedCall, rank: int) -> ObservedCall | None:
+        """The call an echo of an id that came again stands for: the one of its turn counted from the
+        newest (``rank``) if it agrees, else any of that id's calls that agrees, else the one of its turn
+        (compared, and warned about), or None when that one is no longer kept."""
+        call_id = call.id
+        assert call_id is not None
+        versions = [self._calls[call_id], *reversed(self._earlier[call_id])]  # the newest first
+        paired = versions[rank] if rank < len(versions) else None
+        if paired is not None and _agrees(call, paired):
+            return paired
+        for version in versions:
+            if _agrees(call, version):
+                return version
+        return paired
+
     def _unseen(self, call_id: str) -> bool:
         return call_id not in self._calls and self._glued_ids(call_id) is None
 
@@ -444,6 +498,13 @@ def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
                 break
     found = best[len(text)]
     return found if found is not None and len(found) >= min_parts else None
+
+
+def _agrees(call: EchoedCall, observed: ObservedCall) -> bool:
+    """Whether an echo is the call streamed (``ObservedCalls._compare``'s test, without its warning)."""
+    return call.name == observed.name and (
+        observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
+    )
 
 
 def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:

@@ -162,6 +162,81 @@ def test_ids_a_provider_uses_again_keep_the_index_bounded_and_each_flow_its_own_
     assert [c.name for c in index.siblings("flow-5000")] == ["g"]
 
 
+def turns_follow_up(turns: list[list[dict]]) -> bytes:
+    """A Chat follow-up carrying several tool-calling turns, each answered in full."""
+    messages: list[dict] = [{"role": "user", "content": "List the repository."}]
+    for calls in turns:
+        messages.append(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]},
+                    }
+                    for c in calls
+                ],
+            }
+        )
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+def chat_result(calls: list[dict]) -> dict:
+    return {"format": "openai-chat", "choices": [{"index": 0, "tool_calls": calls}]}
+
+
+# kimi-k3 on Fireworks names each call ``{tool}:{position in its turn}`` and starts again every turn
+# (fw-ai/fireconnect#16); other OpenAI-compatible backends send ``call_0``, ``call_1`` in every response
+# (NVIDIA-NeMo/Switchyard#502).
+TURN_1 = [
+    {"id": "list_dir:0", "name": "list_dir", "arguments": '{"path": "."}'},
+    {"id": "read_file:1", "name": "read_file", "arguments": '{"path": "README.md"}'},
+]
+TURN_2 = [{"id": "list_dir:0", "name": "list_dir", "arguments": '{"path": "/"}'}]
+TURN_3 = [{"id": "list_dir:0", "name": "list_dir", "arguments": '{"path": "/etc"}'}]
+
+
+def test_ids_a_provider_numbers_per_turn_pair_each_echo_with_its_own_turns_call():
+    # The same id, three turns, three calls: the follow-up echoes each turn's call as streamed. Checked
+    # against the newest call of that id alone, the first two were "client-misassembled".
+    index = ObservedCalls()
+    for n, calls in enumerate([TURN_1, TURN_2, TURN_3]):
+        index.record(chat_result(calls), f"flow-{n}")
+    warnings, evidence = index.examine(turns_follow_up([TURN_1, TURN_2, TURN_3]), "openai-chat")
+    assert warnings == []
+    assert evidence["checked"] == 8 and evidence["matched"] == 4 and evidence["unanswered"] == []
+    assert evidence["earlier_flows"] == ["flow-0", "flow-1", "flow-2"]
+    # A client that did misassemble an earlier turn's call is told so against that turn's call.
+    wrong = [{**TURN_2[0], "arguments": '{"path": "/etc/"}'}]
+    warnings, evidence = index.examine(turns_follow_up([TURN_1, wrong, TURN_3]), "openai-chat")
+    (warning,) = warnings
+    assert warning["code"] == "client-misassembled" and warning["earlier_flow"] == "flow-1"
+    assert warning["observed"]["arguments"] == '{"path": "/"}' and evidence["matched"] == 3
+    # Echoed in another order than streamed, each echo still finds its call.
+    warnings, evidence = index.examine(turns_follow_up([TURN_1, TURN_3, TURN_2]), "openai-chat")
+    assert warnings == [] and evidence["matched"] == 4
+
+
+def test_the_earlier_calls_of_an_id_count_in_the_index_bound():
+    index = ObservedCalls(size=10)
+    for n in range(50):
+        index.record(chat_result([{"id": "call_0", "name": "f", "arguments": f'{{"n": {n}}}'}]), f"flow-{n}")
+        assert len(index) + index._versions <= 10
+    assert sum(len(v) for v in index._earlier.values()) == index._versions == 9
+    # The newest ten turns are paired; the turns whose calls went are not checked (no warning either).
+    turns = [[{"id": "call_0", "name": "f", "arguments": f'{{"n": {n}}}'}] for n in range(50)]
+    warnings, evidence = index.examine(turns_follow_up(turns), "openai-chat")
+    assert warnings == [] and evidence["matched"] == 10
+    assert evidence["earlier_flows"] == [f"flow-{n}" for n in range(40, 50)]
+    # More than EARLIER_CALLS turns of one id: the oldest go first, within a larger bound too.
+    index = ObservedCalls(size=1_000)
+    for n in range(100):
+        index.record(chat_result([{"id": "call_0", "name": "f", "arguments": f'{{"n": {n}}}'}]), f"flow-{n}")
+    assert index._versions == echo_module.EARLIER_CALLS and len(index) == 1
+
+
 def test_an_echoed_call_is_used_again_and_outlives_calls_recorded_after_it():
     # Least recently used, not first in first out: the oldest call, echoed back, is kept, and the
     # call recorded after it, never echoed, goes when a new one comes.
