@@ -8,6 +8,8 @@ from __future__ import annotations
 import http.client
 import json
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anthropic
 import openai
@@ -367,3 +369,82 @@ def test_the_index_is_bounded_live(tmp_path):
         flows = {flow.request.headers.get("X-Test-Case"): flow for flow in mio.FlowReader(f).stream()}
     assert echo_warnings(flows["follow/old"]) == []  # evicted: nothing known, nothing said
     assert [w["code"] for w in echo_warnings(flows["follow/new"])] == ["client-misassembled"] * 2
+
+
+class PerTurnIds(BaseHTTPRequestHandler):
+    """An upstream that numbers each response's calls from zero, as kimi-k3 on Fireworks names them
+    (``list_dir:0``, fw-ai/fireconnect#16): turns 1 and 2 each call ``list_dir`` as ``list_dir:0``, with
+    other arguments; the third gets a text."""
+
+    PATHS = ('{"path": "."}', '{"path": "/"}')
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        turn = sum(1 for m in request["messages"] if m.get("role") == "assistant")
+        head = {"id": f"c{turn}", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        if turn < len(self.PATHS):
+            opening = {"index": 0, "id": "list_dir:0", "type": "function"}
+            opening["function"] = {"name": "list_dir", "arguments": ""}
+            arguments = self.PATHS[turn]
+            deltas = [
+                {"role": "assistant", "tool_calls": [opening]},
+                {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:9]}}]},
+                {"tool_calls": [{"index": 0, "function": {"arguments": arguments[9:]}}]},
+            ]
+            finish = "tool_calls"
+        else:
+            deltas, finish = [{"role": "assistant", "content": "Listed."}], "stop"
+        chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+        chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_provider_that_numbers_calls_per_turn_gives_a_faithful_client_no_false_alarm(tmp_path):
+    # The official SDK carries the conversation on: its third request echoes both turns' list_dir:0, each
+    # as streamed. Each echo is checked against its own turn's call (checked against the newest alone,
+    # the first turn's was "client-misassembled").
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), PerTurnIds)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    dump = tmp_path / "per-turn.mitm"
+    try:
+        proxy, port = start_mitmdump(upstream.server_address[1], dump)
+        try:
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test", max_retries=0)
+            tools = [{"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object"}}}]
+            messages: list = [{"role": "user", "content": "List the repository."}]
+            for turn in range(3):
+                with client.chat.completions.stream(
+                    model="m", messages=messages, tools=tools, extra_headers={"X-Test-Case": f"turn/{turn}"}
+                ) as stream:
+                    message = stream.get_final_completion().choices[0].message
+                if not message.tool_calls:
+                    break
+                messages.append(
+                    message.model_dump(exclude_none=True, include={"role", "content", "tool_calls"})
+                )
+                messages += [
+                    {"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in message.tool_calls
+                ]
+        finally:
+            proxy.stop()
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    with open(dump, "rb") as f:
+        flows = {flow.request.headers.get("X-Test-Case"): flow for flow in mio.FlowReader(f).stream()}
+    assert (
+        turn == 2 and [m.get("tool_calls", [{}])[0].get("id") for m in messages[1::2]] == ["list_dir:0"] * 2
+    )
+    last = flows["turn/2"].metadata["toolcall_lens"]
+    assert echo_warnings(flows["turn/2"]) == [] and last["warnings"] == []
+    evidence = last["evidence"]
+    assert evidence["matched"] == 2 and evidence["unanswered"] == [] and evidence["unknown"] == []
+    assert evidence["earlier_flows"] == [flows["turn/0"].id, flows["turn/1"].id]
