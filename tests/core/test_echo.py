@@ -25,21 +25,19 @@ def observed(*results) -> ObservedCalls:
     return index
 
 
+def assistant(calls: list[dict]) -> dict:
+    """A Chat assistant message echoing these calls."""
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls
+        ],
+    }
+
+
 def chat_follow_up(calls: list[dict], results: list[str] | None = None) -> bytes:
-    messages = [
-        {"role": "user", "content": "Find the circulars and my profile."},
-        {
-            "role": "assistant",
-            "tool_calls": [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in calls
-            ],
-        },
-    ]
+    messages = [{"role": "user", "content": "Find the circulars and my profile."}, assistant(calls)]
     messages += [
         {"role": "tool", "tool_call_id": i, "content": "ok"} for i in results or [c["id"] for c in calls]
     ]
@@ -166,19 +164,7 @@ def turns_follow_up(turns: list[list[dict]]) -> bytes:
     """A Chat follow-up carrying several tool-calling turns, each answered in full."""
     messages: list[dict] = [{"role": "user", "content": "List the repository."}]
     for calls in turns:
-        messages.append(
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": c["arguments"]},
-                    }
-                    for c in calls
-                ],
-            }
-        )
+        messages.append(assistant(calls))
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
     return json.dumps({"model": "m", "messages": messages}).encode()
 
