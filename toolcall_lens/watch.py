@@ -25,10 +25,6 @@ HELD_CHUNKS = 32
 # wakes it, and that costs the proxy's thread more than the bytes do. The end then waits for at most
 # this many chunks to be read there, a fraction of a millisecond.
 SHIPPED_CHUNKS = 128
-# The kept body's chunks joined into one piece this many at a time. mitmproxy makes each chunk a small
-# object of its own; thousands of them held to a long stream's end cost the proxy 0.7-1.5 us an event
-# (measured against keeping none; joined, ~0.1: docs/performance.md).
-BODY_PIECES = 64
 
 
 class StreamWatch:
@@ -38,6 +34,9 @@ class StreamWatch:
     analysis of this flow stops, and the bytes keep flowing. Chunks are fed ``HELD_CHUNKS`` at a time
     (shipped ``SHIPPED_CHUNKS`` at a time to a worker),
     and before every live update and at the end, so that what the accumulator says is never behind.
+    The body is kept batch by batch too: each batch's chunks joined into one piece as it is fed (mitmproxy
+    makes each chunk a small object of its own; thousands of them held to a long stream's end cost the
+    proxy 0.7-1.5 us an event, and a chunk kept as it comes costs the callable a third of its time).
     ``defer`` (the event loop's ``call_soon``) runs a full batch after the chunk that filled it has gone;
     without it the batch is fed at once.
     """
@@ -46,7 +45,6 @@ class StreamWatch:
         "accumulator",
         "batch",
         "body_cap",
-        "chunks",
         "defer",
         "failure",
         "format",
@@ -61,6 +59,7 @@ class StreamWatch:
         "rewrite_note",
         "room",
         "seen",
+        "times",
         "url",
     )
 
@@ -85,11 +84,13 @@ class StreamWatch:
         self.format = format
         self.body_cap = body_cap  # bytes of body kept for the flow; 0 keeps none
         self.inner = inner  # a stream callable another addon set before us, still honoured
-        self.chunks: list[bytes] = []  # the kept body's latest chunks, fewer than BODY_PIECES
-        self.pieces: list[bytes] = []  # and before them, joined BODY_PIECES at a time
-        self.held: list[tuple[bytes, float]] = []  # (chunk, arrival time) not fed yet
+        self.pieces: list[bytes] = []  # the kept body, a piece a batch
+        # The chunks not fed yet, and when each came: two lists, no tuple a chunk (a tracked object the
+        # collector would follow), and shipped to a worker as they are.
+        self.held: list[bytes] = []
+        self.times: list[float] = []
         self.room = body_cap  # bytes the body cap leaves to keep
-        self.seen = 0
+        self.seen = 0  # bytes of body seen, as of the last batch fed (``_keep``)
         self.failure: str | None = None
         self.rewrite_note: dict | None = None  # a rewrite was asked for and did not apply: why
         self.url: str | None = None  # the flow's request URL as mitmproxy shows it, once the addon read it
@@ -106,24 +107,11 @@ class StreamWatch:
             chunk = self.inner(chunk)
         try:
             if chunk:
-                size = len(chunk)
-                self.seen += size
-                room = self.room
-                if room:
-                    chunks = self.chunks
-                    if size <= room:
-                        chunks.append(chunk)
-                        self.room = room - size
-                    else:
-                        chunks.append(chunk[:room])
-                        self.room = 0
-                    if len(chunks) >= BODY_PIECES:
-                        self.pieces.append(b"".join(chunks))
-                        chunks.clear()
                 if self.failure is None:
                     now = time.time()
                     held = self.held
-                    held.append((chunk, now))
+                    held.append(chunk)
+                    self.times.append(now)
                     if now >= self.next_progress:  # never without live updates (infinity)
                         if self.next_progress:
                             self.feed_held()
@@ -137,21 +125,51 @@ class StreamWatch:
                             self.feed_held()
                         elif len(held) == self.batch:  # once: the batch goes on growing until it runs
                             self.defer(self._feed_later)
+                else:  # no analysis any more: the body is still kept, in order, a batch at a time
+                    held = self.held
+                    held.append(chunk)
+                    if len(held) >= self.batch:
+                        self._keep_held()
         except Exception as exc:  # noqa: BLE001 - the chunk must reach the client whatever happened
             self.failure = describe(exc)
         return chunk
 
     def feed_held(self, ship: bool = True) -> None:
         """Feed the chunks held so far, each with its arrival time (to the worker: the batch, shipped now,
-        or without ``ship`` with the next message that goes)."""
-        held, self.held = self.held, []
+        or without ``ship`` with the next message that goes); the body keeps them first."""
+        held, times = self.held, self.times
+        if not held:
+            return
+        self.held, self.times = [], []
+        self._keep(held)
         if self.remote:
-            if held:
-                self.accumulator.feed_batch(held, ship)
+            self.accumulator.feed_batch((held, times), ship)
             return
         feed = self.accumulator.feed
-        for chunk, now in held:
+        for chunk, now in zip(held, times, strict=True):
             feed(chunk, now)
+
+    def _keep(self, chunks: list[bytes]) -> None:
+        """Count a batch's bytes, and keep them in the body as one piece, as far as the cap leaves room."""
+        room = self.room
+        if not room:
+            self.seen += sum(map(len, chunks))
+            return
+        piece = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        size = len(piece)
+        self.seen += size
+        if size <= room:
+            self.pieces.append(piece)
+            self.room = room - size
+        else:
+            self.pieces.append(piece[:room])
+            self.room = 0
+
+    def _keep_held(self) -> None:
+        """What is held, kept in the body without being fed (the analysis failed meanwhile)."""
+        if self.held:
+            self._keep(self.held)
+            self.held, self.times = [], []
 
     def _feed_later(self) -> None:
         """The deferred batch, on the event loop: never raises (the failure is the flow's, as in __call__)."""
@@ -191,11 +209,12 @@ class StreamWatch:
     def _ended(self, result: dict | None) -> tuple[dict | None, bytes]:
         """The flow's result (a failure's in its place), with the note of a rewrite that did not apply;
         and the kept body."""
+        self._keep_held()  # held when the analysis failed, and never fed
         if self.failure is not None:
             result = failure_result(self._format_name(), self.failure, nbytes=self.seen)
         if result is not None and self.rewrite_note is not None:
             result["rewrite"] = self.rewrite_note
-        return result, b"".join([*self.pieces, *self.chunks])
+        return result, b"".join(self.pieces)
 
     def _last_feed(self) -> None:
         """Before the end: what is held, then the note of a body kept in part (to a worker: with the end)."""

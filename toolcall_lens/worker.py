@@ -259,7 +259,8 @@ def serve(stdin, stdout) -> None:
             elif op == FEED:
                 if isinstance(flow, StreamAccumulator):
                     feed = flow.feed
-                    for chunk, now in payload:
+                    chunks, times = payload  # a batch's chunks, and when each came (``StreamWatch``)
+                    for chunk, now in zip(chunks, times, strict=True):
                         feed(chunk, now)
                 elif isinstance(flow, WebSocketWatch) and flow.failure is None:
                     flow.held = payload
@@ -691,7 +692,8 @@ class RemoteAccumulator:
         self.key = key
         self.format = format
 
-    def feed_batch(self, held: list, flush: bool = True) -> None:
+    def feed_batch(self, held: tuple[list[bytes], list[float]], flush: bool = True) -> None:
+        """Ship a batch: its chunks, and when each came (two lists, as ``StreamWatch`` holds them)."""
         self.worker.send(self.key, FEED, held, flush)
 
     def note(self, code: str, message: str, **details) -> None:

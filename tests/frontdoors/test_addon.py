@@ -19,7 +19,7 @@ from streams import DATA, call, chat_message, choice, chunk, core_part, sse, too
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
 from toolcall_lens.loglines import BURST
-from toolcall_lens.watch import BODY_PIECES, HELD_CHUNKS
+from toolcall_lens.watch import HELD_CHUNKS
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
 CLEAN = (DATA / "openai_chat_parallel.sse").read_bytes()
@@ -398,23 +398,50 @@ def test_body_cap_keeps_a_prefix_and_says_so(lens):
     assert result["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
 
 
-@pytest.mark.parametrize("cap", [1 << 20, 1000, 7 * BODY_PIECES])
-def test_a_long_bodys_chunks_are_kept_joined_a_few_dozen_at_a_time_and_come_back_whole(lens, cap):
-    # Thousands of small chunk objects held to a flow's end cost the proxy ~1 us an event: the kept body
-    # holds fewer than BODY_PIECES of them at any time, the rest joined into pieces, and is the same body.
+@pytest.mark.parametrize("cap", [1 << 20, 1000, 7 * HELD_CHUNKS])
+def test_a_long_bodys_chunks_are_kept_a_batch_a_piece_and_come_back_whole(lens, cap):
+    # Thousands of small chunk objects held to a flow's end cost the proxy ~1 us an event, and keeping each
+    # as it came cost the callable a third of its time: the body keeps each batch as one piece, joined
+    # as the batch is fed, and is the same body. The callable itself holds no more than a batch.
     with taddons.context(lens) as tctx:
         tctx.configure(lens, toolcall_lens_body_cap=cap)
         flow = llm_flow()
         lens.responseheaders(flow)
         watch = flow.response.stream
-        for piece in pieces(PRODUCTION, 7):
+        sent = pieces(PRODUCTION, 7)
+        for piece in sent:
             assert watch(piece) is piece
-            assert len(watch.chunks) < BODY_PIECES
+            assert len(watch.held) < HELD_CHUNKS  # no event loop here: fed as it fills
+        assert len(watch.pieces) == min(len(sent) // HELD_CHUNKS, -(-cap // (7 * HELD_CHUNKS))) > 0
         watch(b"")
-        assert len(watch.pieces) == min(cap, len(PRODUCTION)) // 7 // BODY_PIECES > 0
         lens.response(flow)
     assert flow.response.raw_content == PRODUCTION[:cap]
     assert flow.metadata["toolcall_lens"]["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
+
+
+def test_a_body_is_still_kept_whole_after_the_analysis_failed(lens):
+    # Once the analysis fails, the chunks are no longer fed, and the body is still kept, in order, a batch
+    # at a time: the chunks held when it failed first, then every later one.
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_body_cap=1 << 20)
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+        sent = pieces(PRODUCTION, 7)
+        half = len(sent) // 2
+        for piece in sent[:half]:
+            watch(piece)
+        assert watch.held  # some held, not fed yet
+        watch.failure = "a fault of the analysis"
+        for piece in sent[half:]:
+            assert watch(piece) is piece
+            assert len(watch.held) < HELD_CHUNKS
+        lens.response(flow)
+    assert flow.response.raw_content == PRODUCTION
+    result = flow.metadata["toolcall_lens"]
+    assert result["stats"]["bytes"] == len(PRODUCTION) and "a fault of the analysis" in str(
+        result["warnings"]
+    )
 
 
 def test_event_cap_option_reaches_the_core(lens):
@@ -530,7 +557,7 @@ def test_store_streamed_bodies_keeps_the_body_once():
         stored = b"".join(watch(piece) for piece in [*pieces(PRODUCTION), b""])
         flow.response.raw_content = stored  # as mitmproxy does, before the response hook
         lens.response(flow)
-    assert watch.chunks == [] and watch.pieces == [] and watch.kept == 0
+    assert watch.pieces == [] and watch.kept == 0
     assert flow.response.raw_content is stored
     assert "body-truncated" not in [w["code"] for w in flow.metadata["toolcall_lens"]["warnings"]]
 

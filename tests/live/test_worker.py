@@ -34,6 +34,12 @@ from toolcall_lens.worker import AnalysisWorker, WorkerGone, remote_settings
 SCENARIOS = ("interleaved", "sequential", "truncated", "error-midstream")
 
 
+def hold(watch: StreamWatch, chunk: bytes, at: float) -> None:
+    """A chunk held by ``watch`` as its callable holds one, with the time it came."""
+    watch.held.append(chunk)
+    watch.times.append(at)
+
+
 def send(port: int, format: str, scenario: str, case: str, **headers: str) -> tuple[bytes, str | None]:
     """One streamed request: (the body the client got, the provider's hash of the body it sent)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -186,7 +192,7 @@ def open_stopped(worker: AnalysisWorker):
 async def chat_result(remote) -> dict:
     """The result of CHAT fed as one held chunk to a watch of ``remote``, once the worker answers."""
     watch = StreamWatch(remote, "openai-chat", 0)
-    watch.held.append((CHAT, 1.0))
+    hold(watch, CHAT, 1.0)
     result, _ = await watch.finish_remote()
     return result
 
@@ -211,14 +217,14 @@ def test_a_stream_fed_through_the_worker_ends_as_it_does_in_the_proxy_and_shows_
         pieces = events(CHAT)
         watch = StreamWatch(remote, "openai-chat", 1 << 20)
         for n, piece in enumerate(pieces[:2]):
-            watch.held.append((piece, 100.5 + n))
+            hold(watch, piece, 100.5 + n)
             local.feed(piece, 100.5 + n)
         watch.feed_held()
         snapshot = await remote.snapshot()
         assert snapshot == local.snapshot()
         assert [c["name"] for c in snapshot["choices"][0]["tool_calls"]] == ["first", "second"]
         for n, piece in enumerate(pieces[2:], 2):
-            watch.held.append((piece, 100.5 + n))
+            hold(watch, piece, 100.5 + n)
             local.feed(piece, 100.5 + n)
         result, _ = await watch.finish_remote()
         expected = local.finish(time.time())
@@ -286,7 +292,7 @@ def test_answers_longer_than_a_read_come_whole_and_each_read_asks_for_a_heap_siz
         results = []
         for remote in remotes:
             watch = StreamWatch(remote, "openai-chat", 0)
-            watch.held.append((body, 1.0))
+            hold(watch, body, 1.0)
             results.append(watch.finish_remote())
         for result, _ in await asyncio.gather(*results):
             assert [(c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == [
@@ -321,7 +327,7 @@ def test_results_come_back_from_the_worker_as_their_json_and_equal_the_proxys_ow
                 remote = worker.open(remote_settings(format, None, None, 100.0, DEFAULT_LIMITS))
                 local = StreamAccumulator(format, started_at=100.0)
                 watch = StreamWatch(remote, format, 0)
-                watch.held.append((body, 100.5))
+                hold(watch, body, 100.5)
                 local.feed(body, 100.5)
                 result, _ = await watch.finish_remote()
                 assert comparable(result) == comparable(local.finish(time.time())), (format, scenario)
@@ -348,7 +354,7 @@ def test_the_proxy_reads_the_workers_answers_while_it_waits_for_room_to_write(ca
 
     def fed(remote) -> StreamWatch:
         watch = StreamWatch(remote, "openai-chat", 0)
-        watch.held.append((body, 1.0))
+        hold(watch, body, 1.0)
         watch.feed_held()
         return watch
 
@@ -440,7 +446,7 @@ def test_a_worker_that_stops_reading_costs_the_proxy_a_bounded_wait_not_a_hang(m
 
     async def go(worker):
         remote, stuck = open_stopped(worker)
-        batch = [(b"data: " + b"x" * 65_000 + b"\n\n", 1.0)]
+        batch = ([b"data: " + b"x" * 65_000 + b"\n\n"], [1.0])
         started = time.monotonic()
         with pytest.raises(WorkerGone, match="fell behind by a full pipe for 0.3 s"):
             for _ in range(100):  # 6.5 MB: more than any pipe holds
@@ -515,7 +521,7 @@ def test_one_flows_fault_in_the_worker_is_that_flows_failure_and_the_others_go_o
         bad_limits["limits"]["strategies"] = ("no-such-strategy",)  # the worker's Limits refuses it
         bad = worker.open(bad_limits)
         for remote in (good, bad):
-            remote.feed_batch([(CHAT, 1.0)])
+            remote.feed_batch(([CHAT], [1.0]))
         failed, told, _ = await bad.finish(2.0)
         assert failed == worker_module.FAILED and "no-such-strategy" in told
         result, format, _ = await good.finish(2.0)
@@ -533,7 +539,7 @@ def test_the_worker_rebuilds_limits_and_the_request_as_given():
         limits = Limits(max_argument_chars=3, strategies=("recency",))
         request = json.dumps({"model": "m", "stream": True, "parallel_tool_calls": False}).encode()
         remote = worker.open(remote_settings("openai-chat", request, None, None, limits))
-        remote.feed_batch([(CHAT, 1.0)])
+        remote.feed_batch(([CHAT], [1.0]))
         result, _, _ = await remote.finish(2.0)
         assert [c["arguments"] for c in result["choices"][0]["tool_calls"]] == ['{"a', '{"b']
         assert "arguments-cap" in [w["code"] for w in result["warnings"]]
@@ -728,10 +734,10 @@ def test_a_body_larger_than_the_pipe_reaches_the_worker_whole_between_other_flow
         small = open_chat(worker)
         settings = remote_settings("openai-chat", body, None, 100.0, DEFAULT_LIMITS)
         big = worker.open({**settings, "flow_id": "big", "read_request": True})
-        small.feed_batch([(CHAT, 1.0)], flush=False)
-        big.feed_batch([(CHAT, 1.0)])  # the small flow's batch, the big flow's open and body, its batch
+        small.feed_batch(([CHAT], [1.0]), flush=False)
+        big.feed_batch(([CHAT], [1.0]))  # the small flow's batch, the big flow's open and body, its batch
         other = open_chat(worker)
-        other.feed_batch([(CHAT, 1.0)])
+        other.feed_batch(([CHAT], [1.0]))
         results = [await remote.finish(2.0) for remote in (small, big, other)]
         for result, format, _ in results:
             assert format == "openai-chat" and len(result["choices"][0]["tool_calls"]) == 2
