@@ -40,6 +40,7 @@ MAX_TURNS = 1_000
 MAX_RESPONSE_IDS = 10_000
 _SHORT = 80  # a call's arguments as a turn shows them
 _DISTINCT_CALLS = 10_000  # distinct calls a session counts for loops
+LOOP_TURNS = 10  # the last turns of a repeated call a loop warning names
 
 
 class Asked(NamedTuple):
@@ -80,7 +81,10 @@ class Session:
     # and promoted, ~20 us of its CPU a short flow under load (docs/performance.md).
     turns: list[bytes] = field(default_factory=list)
     count: int = 0  # turns placed, the dropped ones included
-    calls: dict[tuple, list[int]] = field(default_factory=dict)  # (name, arguments) -> its turns
+    # (name, arguments) -> (how many times it was made, its last turns, LOOP_TURNS at most): tuples, not a
+    # list, which the collector stops following once it sees only numbers in them (a list a call was an
+    # object each call kept in every young collection), and bounded however often a call repeats.
+    calls: dict[tuple, tuple[int, tuple[int, ...]]] = field(default_factory=dict)
     opened: int = 0  # in which order the sessions began
 
 
@@ -190,23 +194,26 @@ class Sessions:
         for choice in result.get("choices") or ():
             for call in choice["tool_calls"]:
                 key = (call["name"], _canonical(call["arguments"]))
-                turns = session.calls.get(key)
-                if turns is None:
+                earlier = session.calls.get(key)
+                turns: tuple[int, ...]
+                if earlier is None:
                     if len(session.calls) >= _DISTINCT_CALLS:
                         continue
-                    turns = session.calls[key] = []
-                turns.append(turn)
-                if len(turns) >= self.loop_after:
+                    times, turns = 1, (turn,)
+                else:
+                    times, turns = earlier[0] + 1, (*earlier[1][1 - LOOP_TURNS :], turn)
+                session.calls[key] = (times, turns)
+                if times >= self.loop_after:
                     shown = _short(call["arguments"], 200)
                     warnings.append(
                         {
                             "code": "tool-call-loop",
-                            "message": f"{call['name']}({shown}) made {len(turns)} times in this session "
-                            f"(turns {', '.join(map(str, turns[-10:]))}): the agent may be looping",
+                            "message": f"{call['name']}({shown}) made {times} times in this session "
+                            f"(turns {', '.join(map(str, turns))}): the agent may be looping",
                             "name": call["name"],
                             "arguments": shown,
-                            "times": len(turns),
-                            "turns": turns[-10:],
+                            "times": times,
+                            "turns": list(turns),
                         }
                     )
         return warnings
@@ -323,9 +330,9 @@ def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> di
             "unpriced_turns": len(turns) - len(costs),
         },
         "loops": [
-            {"name": name, "arguments": _short(arguments, _SHORT), "times": len(ts), "turns": ts[-10:]}
-            for (name, arguments), ts in session.calls.items()
-            if len(ts) >= loop_after
+            {"name": name, "arguments": _short(arguments, _SHORT), "times": times, "turns": list(turns)}
+            for (name, arguments), (times, turns) in session.calls.items()
+            if times >= loop_after
         ],
         "unanswered": unanswered,
     }

@@ -146,6 +146,28 @@ def test_the_loop_threshold_is_the_registrys():
     assert [w["times"] for w in second["warnings"] if w["code"] == "tool-call-loop"] == [2]
 
 
+def test_a_call_made_again_and_again_keeps_its_count_and_last_ten_turns_and_nothing_the_collector_follows():
+    # A session keeps, per distinct call, how often it was made and its last ten turns (all a loop warning
+    # and the session's record name): bounded however long the loop, and tuples of numbers only, which
+    # the collector stops following (a list a call was an object each call kept alive in the proxy).
+    agent = Agent(Sessions(loop_after=3))
+    headers = {"session-id": "s"}
+    for n in range(25):
+        last = agent.turn(chat_stream([(f"c{n}", "read_file", '{"path": "a.py"}')]), headers=headers)
+    (loop,) = [w for w in last["warnings"] if w["code"] == "tool-call-loop"]
+    assert (loop["times"], loop["turns"]) == (25, list(range(16, 26)))
+    assert "made 25 times in this session (turns 16, 17, 18, 19, 20, 21, 22, 23, 24, 25)" in loop["message"]
+    check_result(last)
+    session = agent.sessions.get("s")
+    ((times, turns),) = session.calls.values()
+    assert (times, turns) == (25, tuple(range(16, 26)))
+    gc.collect()
+    gc.collect()
+    assert not gc.is_tracked(session.calls)
+    record = agent.sessions.record(session)
+    assert [(loop["times"], loop["turns"]) for loop in record["loops"]] == [(25, list(range(16, 26)))]
+
+
 def test_what_the_next_turn_sent_back_and_a_call_never_answered():
     agent = Agent()
     agent.turn(chat_stream([SEARCH, PROFILE]))
