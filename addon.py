@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import logging
 import time  # tests patch the clock the watches read through this module
 from collections.abc import Awaitable, Callable, Sequence
@@ -208,7 +209,8 @@ class ToolcallLens:
             return
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
-        progress = (lambda w: self._progress(flow, w)) if settings.live_every else None
+        # A partial, not a lambda: one object the collector follows for the flow's life, not four.
+        progress = functools.partial(self._progress, flow) if settings.live_every else None
         # What the request hook read of the request: its body is not read again, unless another addon
         # changed it before it went out.
         turn = self.turn_facts.get(flow.id)

@@ -140,14 +140,17 @@ class StreamWatch:
         held, times = self.held, self.times
         if not held:
             return
-        self.held, self.times = [], []
         self._keep(held)
-        if self.remote:
-            self.accumulator.feed_batch((held, times), ship)
-            return
-        feed = self.accumulator.feed
-        for chunk, now in zip(held, times, strict=True):
-            feed(chunk, now)
+        try:
+            if self.remote:
+                self.accumulator.feed_batch((held, times), ship)  # framed at once: the lists are free after
+            else:
+                feed = self.accumulator.feed
+                for chunk, now in zip(held, times, strict=True):
+                    feed(chunk, now)
+        finally:  # the same two lists for the flow's life: none made a batch, none more for the collector
+            held.clear()
+            times.clear()
 
     def _keep(self, chunks: list[bytes]) -> None:
         """Count a batch's bytes, and keep them in the body as one piece, as far as the cap leaves room."""
@@ -169,7 +172,8 @@ class StreamWatch:
         """What is held, kept in the body without being fed (the analysis failed meanwhile)."""
         if self.held:
             self._keep(self.held)
-            self.held, self.times = [], []
+            self.held.clear()
+            self.times.clear()
 
     def _feed_later(self) -> None:
         """The deferred batch, on the event loop: never raises (the failure is the flow's, as in __call__)."""

@@ -693,7 +693,8 @@ class RemoteAccumulator:
         self.format = format
 
     def feed_batch(self, held: tuple[list[bytes], list[float]], flush: bool = True) -> None:
-        """Ship a batch: its chunks, and when each came (two lists, as ``StreamWatch`` holds them)."""
+        """Ship a batch: its chunks, and when each came (two lists, as ``StreamWatch`` holds them; framed
+        at once, so the caller may empty them after)."""
         self.worker.send(self.key, FEED, held, flush)
 
     def note(self, code: str, message: str, **details) -> None:
