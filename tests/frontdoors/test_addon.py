@@ -444,6 +444,39 @@ def test_a_body_is_still_kept_whole_after_the_analysis_failed(lens):
     )
 
 
+class FeedFails:
+    """An accumulator whose feed raises at its ``after``-th chunk (what else it does is the real one's)."""
+
+    def __init__(self, real, after: int) -> None:
+        self.real, self.left = real, after
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        self.left -= 1
+        if not self.left:
+            raise ValueError("a fault of the core")
+        self.real.feed(chunk, now)
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+def test_a_feed_that_fails_half_way_through_a_batch_leaves_the_body_whole_and_kept_once(lens):
+    # The batch is kept in the body before it is fed: a feed that raises in its middle ends the analysis,
+    # and the body is still every byte, once, in order.
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_body_cap=1 << 20)
+        flow = llm_flow()
+        lens.responseheaders(flow)
+        watch = flow.response.stream
+        watch.accumulator = FeedFails(watch.accumulator, HELD_CHUNKS + 5)
+        for piece in pieces(PRODUCTION, 7):
+            assert watch(piece) is piece
+        assert watch.failure == "ValueError: a fault of the core"
+        lens.response(flow)
+    assert flow.response.raw_content == PRODUCTION
+    assert "a fault of the core" in str(flow.metadata["toolcall_lens"]["warnings"])
+
+
 def test_event_cap_option_reaches_the_core(lens):
     body = sse(
         tool_chunk(call(0, "a", "f", "{")),
