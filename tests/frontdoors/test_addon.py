@@ -398,16 +398,21 @@ def test_body_cap_keeps_a_prefix_and_says_so(lens):
     assert result["choices"][0]["tool_calls"][1]["arguments"] == '{"user_id": "u123"}'
 
 
+def watched(lens, tctx, cap: int):
+    """A new LLM flow past the responseheaders hook, its body capped at ``cap``: (the flow, its callable)."""
+    tctx.configure(lens, toolcall_lens_body_cap=cap)
+    flow = llm_flow()
+    lens.responseheaders(flow)
+    return flow, flow.response.stream
+
+
 @pytest.mark.parametrize("cap", [1 << 20, 1000, 7 * HELD_CHUNKS])
 def test_a_long_bodys_chunks_are_kept_a_batch_a_piece_and_come_back_whole(lens, cap):
     # Thousands of small chunk objects held to a flow's end cost the proxy ~1 us an event, and keeping each
     # as it came cost the callable a third of its time: the body keeps each batch as one piece, joined
     # as the batch is fed, and is the same body. The callable itself holds no more than a batch.
     with taddons.context(lens) as tctx:
-        tctx.configure(lens, toolcall_lens_body_cap=cap)
-        flow = llm_flow()
-        lens.responseheaders(flow)
-        watch = flow.response.stream
+        flow, watch = watched(lens, tctx, cap)
         sent = pieces(PRODUCTION, 7)
         for piece in sent:
             assert watch(piece) is piece
@@ -423,10 +428,7 @@ def test_a_body_is_still_kept_whole_after_the_analysis_failed(lens):
     # Once the analysis fails, the chunks are no longer fed, and the body is still kept, in order, a batch
     # at a time: the chunks held when it failed first, then every later one.
     with taddons.context(lens) as tctx:
-        tctx.configure(lens, toolcall_lens_body_cap=1 << 20)
-        flow = llm_flow()
-        lens.responseheaders(flow)
-        watch = flow.response.stream
+        flow, watch = watched(lens, tctx, 1 << 20)
         sent = pieces(PRODUCTION, 7)
         half = len(sent) // 2
         for piece in sent[:half]:
@@ -464,10 +466,7 @@ def test_a_feed_that_fails_half_way_through_a_batch_leaves_the_body_whole_and_ke
     # The batch is kept in the body before it is fed: a feed that raises in its middle ends the analysis,
     # and the body is still every byte, once, in order.
     with taddons.context(lens) as tctx:
-        tctx.configure(lens, toolcall_lens_body_cap=1 << 20)
-        flow = llm_flow()
-        lens.responseheaders(flow)
-        watch = flow.response.stream
+        flow, watch = watched(lens, tctx, 1 << 20)
         watch.accumulator = FeedFails(watch.accumulator, HELD_CHUNKS + 5)
         for piece in pieces(PRODUCTION, 7):
             assert watch(piece) is piece
