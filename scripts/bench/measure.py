@@ -65,3 +65,35 @@ def traced_peak(fn: Callable, pieces: list[bytes]) -> int:
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Paired:
+    """One contender's rate as a share of the comparison's, round by round: each round runs both within
+    seconds of each other, so what drifts over a run (the machine's other load, its clock) moves both
+    alike and falls out of the ratio; a ratio of the two medians mixes rounds far apart."""
+
+    shares: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.shares)
+
+    @property
+    def low(self) -> float:
+        return min(self.shares)
+
+    @property
+    def high(self) -> float:
+        return max(self.shares)
+
+    def text(self) -> str:
+        """'85% (81-88)': the median share and the lowest and highest round's, in percent."""
+        return f"{self.median * 100:.0f}% ({self.low * 100:.0f}-{self.high * 100:.0f})"
+
+
+def paired(rates: list[float], base_rates: list[float]) -> Paired:
+    """The shares of ``rates`` in ``base_rates``, round by round (the two lists in the same rounds' order)."""
+    if len(rates) != len(base_rates):
+        raise ValueError(f"{len(rates)} rounds against {len(base_rates)}: not paired")
+    return Paired(tuple(rate / base for rate, base in zip(rates, base_rates, strict=True) if base))

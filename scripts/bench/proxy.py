@@ -19,7 +19,7 @@ from lab import start_fake_provider
 from accumulator import StreamAccumulator
 from toolcall_lens.watch import HELD_CHUNKS
 
-from .measure import quantile
+from .measure import paired, quantile
 from .report import FINDINGS, heading, rate, table, version
 from .requests import bench_long_requests
 from .streams import FINGERPRINT_RE, chat_body, make_stream
@@ -249,9 +249,12 @@ def bench_proxy(args) -> None:
             metadata, one log line: the least an addon that tells each flow in the log costs; for
             reference), and the clients (raw http.client, threads of this process). Each upstream writes
             one event per write, each drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
-            rounds; medians over rounds, spread = (max - min) / median. "proxy CPU" = mitmdump's CPU time
-            per event (all its threads, /proc/PID/task/*/schedstat), less noisy than wall time on a shared
-            machine. "direct" (no proxy) is for scale only.""")
+            rounds; medians over rounds, spread = (max - min) / median. "of identity thr." = the ratio of
+            the two medians; "paired" = each round's rate over the identity callable's in the same round,
+            their median (lowest-highest round): drift between rounds falls out of it, and the targets
+            judge by it. "proxy CPU" = mitmdump's CPU time per event (all its threads,
+            /proc/PID/task/*/schedstat), less noisy than wall time on a shared machine. "direct" (no
+            proxy) is for scale only.""")
         )
 
         workloads = [
@@ -327,9 +330,16 @@ def bench_proxy(args) -> None:
                         "-" if label == "direct" else f"{summary[label][1]:.1f}",
                     ]
                 )
+            base_rates = [events / seconds for seconds, events, _ in results["identity callable"]]
+            shares = {  # each round's rate against the identity callable's in the same round
+                label: paired([events / seconds for seconds, events, _ in runs], base_rates)
+                for label, runs in results.items()
+                if label != "direct"
+            }
             for row, (label, (med, cpu)) in zip(rows, summary.items()):
                 base, base_cpu = summary["identity callable"]
                 row.append("-" if label == "direct" or not base else f"{med / base * 100:.0f}%")
+                row.append("-" if label == "direct" else shares[label].text())
                 row.append("-" if label == "direct" else f"{cpu / base_cpu:.2f}x")
             print(
                 table(
@@ -340,6 +350,7 @@ def bench_proxy(args) -> None:
                         "spread",
                         "proxy CPU us/ev",
                         "of identity thr.",
+                        "paired (rounds)",
                         "CPU x identity",
                     ],
                     rows,
@@ -365,28 +376,25 @@ def bench_proxy(args) -> None:
                     "addon.py without ...: probes (scripts/bench/addons/addon_without.py), the addon at its "
                     "defaults with those parts switched off: what the rest costs. Not configurations to use."
                 )
-                FINDINGS["proxy/provider/without"] = {
-                    label: summary[label][0] / summary["identity callable"][0] for label, _ in WITHOUT
-                }
+                FINDINGS["proxy/provider/without"] = {label: shares[label] for label, _ in WITHOUT}
                 print(
                     f"{DESIGN}: a reference, both scripts in one mitmdump (line_stream.py, then "
                     "offproc_stream.py): the bare core in a worker, and a comment, the metadata and a log line "
                     "a flow. The least an addon that analyses in a worker and tells each flow costs, before "
                     "any of its features."
                 )
-                FINDINGS["proxy/provider/design"] = summary[DESIGN][0] / summary["identity callable"][0]
-            FINDINGS[f"proxy/{source}/in-proxy"] = (
-                summary["addon.py, in the proxy"][0] / summary["identity callable"][0]
-            )
+                FINDINGS["proxy/provider/design"] = shares[DESIGN]
+            FINDINGS[f"proxy/{source}/in-proxy"] = shares["addon.py, in the proxy"]
             if source == "upstream":
                 core_inside(summary, alone_runs)
                 # Where the addon runs its core at its defaults: the worker's whole CPU per event.
                 FINDINGS["core in the worker"] = statistics.median(worker_cpu.get("addon.py", [float("nan")]))
             FINDINGS[f"proxy/{source}"] = (
+                shares["addon.py"],
                 summary["addon.py"][0] / summary["identity callable"][0],
                 bool(failures),
-                summary["floor callable"][0] / summary["identity callable"][0],
-                summary["identity + a line a flow"][0] / summary["identity callable"][0],
+                shares["floor callable"],
+                shares["identity + a line a flow"],
             )
             if source == "provider":
                 per_flow = results["addon.py"][0][1] / len(bodies)

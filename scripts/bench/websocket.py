@@ -12,6 +12,7 @@ import time
 from lab import proxy_argv, start_fake_provider, start_proxy
 from websockets.sync.client import connect
 
+from .measure import paired
 from .report import FINDINGS, heading, rate, table
 from .traffic import ADDON, ADDONS, children_cpu_seconds, cpu_seconds
 
@@ -56,8 +57,11 @@ def bench_websocket(args) -> None:
             proxies[name] = start_proxy(proxy_argv(provider_port, *options, scripts=scripts), name)
         direct = [ws_run(provider_port, responses) for _ in range(repeats)]
         runs: dict[str, list[tuple[float, int, float, float]]] = {name: [] for name in contenders}
-        for _ in range(repeats):
-            for name, (process, port) in proxies.items():  # interleaved: drift hits both alike
+        names = list(proxies)
+        for round_ in range(repeats):
+            # Interleaved, the order rotated each round: drift hits all alike, and none always goes first.
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                process, port = proxies[name]
                 before = cpu_seconds(process.popen.pid), children_cpu_seconds(process.popen.pid)
                 seconds, received = ws_run(port, responses)
                 after = cpu_seconds(process.popen.pid), children_cpu_seconds(process.popen.pid)
@@ -68,20 +72,22 @@ def bench_websocket(args) -> None:
         provider.stop()
     rows = []
     direct_rate = statistics.median(n / s for s, n in direct)
-    rows.append(["direct (no proxy)", rate(direct_rate), "-", "-", "-", "-"])
+    rows.append(["direct (no proxy)", rate(direct_rate), "-", "-", "-", "-", "-"])
     base_rate = None
     shares = {}
+    base_rates = [n / s for s, n, _, _ in runs["mitmdump, no script"]]
     for name, measured in runs.items():
         per_second = statistics.median(n / s for s, n, _, _ in measured)
         cpu_us = statistics.median(c / n * 1e6 for _, n, c, _ in measured)
         worker_us = statistics.median(w / n * 1e6 for _, n, _, w in measured)
         base_rate = base_rate or per_second
-        shares[name] = per_second / base_rate
+        shares[name] = paired([n / s for s, n, _, _ in measured], base_rates)
         rows.append(
             [
                 name,
                 rate(per_second),
-                f"{shares[name] * 100:.0f}%",
+                f"{per_second / base_rate * 100:.0f}%",
+                shares[name].text(),
                 f"{cpu_us:.0f}",
                 f"{worker_us:.0f}" if worker_us else "-",
                 str(measured[0][1]),
@@ -89,9 +95,17 @@ def bench_websocket(args) -> None:
         )
     print(
         table(
-            ["path", "messages/s (median)", "vs no script", "proxy CPU us/message", "worker CPU", "messages"],
+            [
+                "path",
+                "messages/s (median)",
+                "vs no script",
+                "paired (rounds)",
+                "proxy CPU us/message",
+                "worker CPU",
+                "messages",
+            ],
             rows,
-            {1, 2, 3, 4, 5},
+            {1, 2, 3, 4, 5, 6},
         )
     )
     FINDINGS["websocket"] = shares["mitmdump + addon"]

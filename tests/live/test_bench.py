@@ -65,6 +65,13 @@ def test_bench_all_quick_prints_every_table():
     lines = [line for line in run.stdout.splitlines() if line.startswith("identity + a line a flow (")]
     assert len(lines) == 2 and all(int(re.findall(r"(\d+) log lines", line)[0]) > 0 for line in lines), lines
     assert "identity with a line a flow:" in run.stdout
+    # The shares the targets judge are paired round by round, and say their rounds' range.
+    assert run.stdout.count("paired (rounds)") == 3  # the two proxy tables and the WebSocket one
+    judged = [line for line in run.stdout.splitlines() if "through mitmdump: >= 90%" in line]
+    assert len(judged) == 2 and all(re.search(r"\d+\.\d% paired by round \(\d+-\d+", j) for j in judged), (
+        judged
+    )
+    assert re.search(r"WebSocket: messages/s with the addon >= 90%.*paired by round", run.stdout)
     # The reference of the design's least cost ran both its scripts in one mitmdump: the worker answered
     # its flows with their calls, and each flow it saw got its log line.
     design = [
