@@ -135,6 +135,7 @@ class ToolcallLens:
             logger.error("%s", exc)
             return
         self.observed.size = settings.index_size
+        self.observed.max_bytes = settings.index_bytes
         self.sessions.loop_after = settings.loop_after
         self.settings = settings
 

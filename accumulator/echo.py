@@ -23,6 +23,10 @@ from .result import add_warnings
 from .warnings import WarningLog
 
 DEFAULT_INDEX_SIZE = 10_000
+# Argument characters the index holds, for the calls with ids and again for those without: a bound in calls
+# alone let 10,000 calls of file-writing arguments (tens of KiB each, up to the argument cap's MiB) hold
+# hundreds of MiB in the proxy and as much in its worker.
+DEFAULT_INDEX_BYTES = 64 * 1024 * 1024
 ANONYMOUS_RESPONSES = 256  # recent responses whose calls carry no id, kept for matching by position and name
 # Earlier calls kept under one id that comes again (the turns of a conversation an echo check can pair)
 EARLIER_CALLS = 32
@@ -49,23 +53,28 @@ class EchoedCall:
 
 
 class ObservedCalls:
-    """The calls reconstructed from recent responses, by id, at most ``size`` of them: when full, the call
-    least recently recorded or echoed back goes. An id that comes again (a provider that numbers each
-    response's calls: ``call_0``, kimi-k3's ``list_dir:0``) keeps its earlier calls too, within ``size``:
-    a conversation echoes each turn's."""
+    """The calls reconstructed from recent responses, by id, at most ``size`` of them holding at most
+    ``max_bytes`` characters of arguments: when over either, the call least recently recorded or echoed
+    back goes. An id that comes again (a provider that numbers each response's calls: ``call_0``,
+    kimi-k3's ``list_dir:0``) keeps its earlier calls too, within both bounds: a conversation echoes each
+    turn's. The responses whose calls carry no id are kept apart, the newest ``ANONYMOUS_RESPONSES``
+    holding at most ``max_bytes`` more."""
 
-    def __init__(self, size: int = DEFAULT_INDEX_SIZE) -> None:
+    def __init__(self, size: int = DEFAULT_INDEX_SIZE, max_bytes: int = DEFAULT_INDEX_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._calls: OrderedDict[str, ObservedCall] = OrderedDict()  # each id's newest call
         self._by_flow: dict[str, list[str]] = {}
         # An id's calls before its newest, oldest first (ids that came again only), and how many in all.
         self._earlier: dict[str, list[ObservedCall]] = {}
         self._versions = 0
+        self._bytes = 0  # the argument characters of every call in _calls and _earlier
         # Responses whose calls carry no id (Gemini): their calls in order, newest last, matched to a
         # request's echoes by turn, position and name; with when each ended (None: not known).
         self._anonymous: deque[tuple[str, str, list[ObservedCall], float | None]] = deque(
             maxlen=ANONYMOUS_RESPONSES
         )
+        self._anonymous_bytes = 0  # the argument characters of the calls in _anonymous
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -104,7 +113,10 @@ class ObservedCalls:
                         choice.get("index", 0),
                     )
                     earlier = self._calls.get(call["id"])
-                    if earlier is not None and earlier != observed:
+                    self._bytes += len(observed.arguments)
+                    if earlier is not None and earlier == observed:  # the same call told again: kept once
+                        self._bytes -= len(earlier.arguments)
+                    elif earlier is not None:
                         # An id the provider used again: the newest call is this one, the earlier is kept
                         # for the echoes of its turn, and its flow's list of calls lets the id go (the list
                         # stayed for ever, and named the later flow's call among the earlier's).
@@ -113,7 +125,7 @@ class ObservedCalls:
                         versions = self._earlier.setdefault(call["id"], [])
                         versions.append(earlier)
                         if len(versions) > EARLIER_CALLS:
-                            del versions[0]
+                            self._bytes -= len(versions.pop(0).arguments)
                         else:
                             self._versions += 1
                     self._calls[call["id"]] = observed
@@ -122,15 +134,23 @@ class ObservedCalls:
         if ids:
             self._by_flow[flow_id] = ids
         if anonymous:
+            if len(self._anonymous) == self._anonymous.maxlen:  # the oldest leaves as this one comes
+                self._anonymous_bytes -= _arguments_size(self._anonymous[0][2])
             self._anonymous.append((flow_id, result["format"], anonymous, ended))
-        while len(self._calls) + self._versions > self.size:
+            self._anonymous_bytes += _arguments_size(anonymous)
+            while self._anonymous_bytes > self.max_bytes:
+                self._anonymous_bytes -= _arguments_size(self._anonymous.popleft()[2])
+        while len(self._calls) + self._versions > self.size or self._bytes > self.max_bytes:
             if len(self._calls) > 1 or not self._versions:  # the least recently used id goes, whole
                 old_id, old = self._calls.popitem(last=False)
                 self._forget_sibling(old.flow_id, old_id)
-                self._versions -= len(self._earlier.pop(old_id, ()))
-            else:  # one id over the bound alone: its oldest calls go
+                gone = self._earlier.pop(old_id, [])
+                self._versions -= len(gone)
+                self._bytes -= len(old.arguments) + _arguments_size(gone)
+            else:  # one id over a bound alone: its oldest calls go
                 call_id, versions = next(iter(self._earlier.items()))
-                excess = min(len(versions), len(self._calls) + self._versions - self.size)
+                excess = max(1, min(len(versions), len(self._calls) + self._versions - self.size))
+                self._bytes -= _arguments_size(versions[:excess])
                 del versions[:excess]
                 self._versions -= excess
                 if not versions:
@@ -451,6 +471,11 @@ def _glued_name(name: str | None, names) -> bool:
     """Whether ``name`` is two or more of ``names`` glued together."""
     pieces = _segment(name or "", set(names))
     return pieces is not None and len(pieces) > 1
+
+
+def _arguments_size(calls: list[ObservedCall]) -> int:
+    """The argument characters of these calls, as the index counts them."""
+    return sum(len(call.arguments) for call in calls)
 
 
 def glued_calls(glued: list) -> list:

@@ -12,7 +12,7 @@ from mitmproxy import exceptions
 
 from accumulator import DEFAULT_LIMITS, STRATEGIES, Limits
 from accumulator.cost import PriceFileError, Prices, parse_price_file
-from accumulator.echo import DEFAULT_INDEX_SIZE
+from accumulator.echo import DEFAULT_INDEX_BYTES, DEFAULT_INDEX_SIZE
 from accumulator.rewrite import INJECTIONS, REPAIRS
 from accumulator.sessions import DEFAULT_LOOP_AFTER
 
@@ -48,6 +48,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "Updates per second of a running LLM stream's flow (mitmweb shows the calls as they grow); 0: none."),
     ("index_size", int, DEFAULT_INDEX_SIZE,
      "Tool calls remembered from recent responses (least recently used out), to check the client's echoes."),
+    ("index_bytes", int, DEFAULT_INDEX_BYTES,
+     ("Argument characters those calls may hold (least recently used out first; calls without ids, "
+      "Gemini's, as much again): big arguments, a file's content, are remembered in fewer calls.")),
     ("websocket_keep", int, 1000,
      ("Messages kept on an LLM WebSocket flow once analysed; older ones are dropped (counted, with a note) "
       "so that a long connection holds bounded memory. 0: keep every message.")),
@@ -92,6 +95,7 @@ class Settings:
     redact: bool
     live_every: float  # seconds between live updates of a running stream; 0: none
     index_size: int
+    index_bytes: int
     jsonl: str
     websocket_keep: int
     loop_after: int
@@ -132,7 +136,7 @@ def parse(options) -> Settings:
     """The settings these options give; OptionsError names the first one that is wrong."""
     check_names(options)
     get = lambda name: getattr(options, PREFIX + name)
-    for name in ("body_cap", "live_updates", "index_size", "stall_seconds", "websocket_keep"):
+    for name in ("body_cap", "live_updates", "index_size", "index_bytes", "stall_seconds", "websocket_keep"):
         if get(name) < 0:
             raise exceptions.OptionsError(f"{PREFIX}{name} must be 0 or more")
     for name in ("event_cap", "decoded_cap", "max_calls"):
@@ -180,6 +184,7 @@ def parse(options) -> Settings:
         redact=get("redact"),
         live_every=1.0 / rate if rate else 0.0,
         index_size=get("index_size"),
+        index_bytes=get("index_bytes"),
         jsonl=get("jsonl"),
         websocket_keep=get("websocket_keep"),
         loop_after=get("loop_after"),

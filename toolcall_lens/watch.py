@@ -385,6 +385,7 @@ def open_watch(
         if read_request and facts is None:
             remote["read_request"] = True
             remote["index_size"] = settings.index_size
+            remote["index_bytes"] = settings.index_bytes
         upstream = worker.open(remote, settings.prices)
     if upstream is None:
         upstream = StreamAccumulator(

@@ -225,6 +225,7 @@ def serve(stdin, stdout) -> None:
                 if flow_id is not None:
                     flow_ids[key] = flow_id
                 observed.size = settings.pop("index_size", observed.size)
+                observed.max_bytes = settings.pop("index_bytes", observed.max_bytes)
                 if read:
                     facts, echoes, evidence, failed = read_request(
                         observed, settings["request"], settings["format"], settings["started_at"]

@@ -160,6 +160,77 @@ def test_ids_a_provider_uses_again_keep_the_index_bounded_and_each_flow_its_own_
     assert [c.name for c in index.siblings("flow-5000")] == ["g"]
 
 
+def held_bytes(index: ObservedCalls) -> tuple[int, int]:
+    """The argument characters the index holds, counted from what it holds: (calls with ids, without)."""
+    with_ids = [*index._calls.values(), *(c for versions in index._earlier.values() for c in versions)]
+    without = [c for _, _, calls, _ in index._anonymous for c in calls]
+    return sum(len(c.arguments) for c in with_ids), sum(len(c.arguments) for c in without)
+
+
+def test_the_index_holds_at_most_its_bytes_of_arguments_whatever_the_number_of_calls():
+    # An agent writing files: each call's arguments a file's content, 40 KiB. Bounded in calls alone, the
+    # index kept 10,000 of them: 400 MiB, in the proxy and again in its worker.
+    index = ObservedCalls(max_bytes=1024 * 1024)
+    content = "x" * 40_000
+    for n in range(200):
+        call = {"id": f"call_{n}", "name": "write_file", "arguments": json.dumps({"content": content})}
+        index.record(chat_result([call]), f"flow-{n}")
+        assert index._bytes <= 1024 * 1024 and held_bytes(index) == (index._bytes, 0)
+    kept = len(index)
+    assert kept == 1024 * 1024 // len(json.dumps({"content": content}))  # 26 of 200
+    assert index.get("call_199") is not None and index.get(f"call_{199 - kept}") is None
+    assert list(index._by_flow) == [f"flow-{n}" for n in range(200 - kept, 200)]
+    # Small calls are bounded by their number, as before.
+    index = ObservedCalls(size=100, max_bytes=1024 * 1024)
+    for n in range(2_000):
+        index.record(chat_result([{"id": f"small_{n}", "name": "f", "arguments": "{}"}]), f"small-{n}")
+    assert len(index) == 100 and held_bytes(index) == (index._bytes, 0) == (200, 0)
+
+
+def test_the_bytes_bound_counts_an_ids_earlier_calls_and_a_call_told_twice_once():
+    index = ObservedCalls(max_bytes=100)
+    for n in range(30):  # an id used again every turn, 10 characters a call: ten turns fit
+        index.record(
+            chat_result([{"id": "call_0", "name": "f", "arguments": f'{{"n": {n:03}}}'[:10]}]), f"f{n}"
+        )
+        assert index._bytes <= 100 and held_bytes(index) == (index._bytes, 0)
+    assert len(index) == 1 and index._versions == 9
+    # The same response recorded again (the proxy tells its worker of a result it made): counted once.
+    again = chat_result([{"id": "call_0", "name": "f", "arguments": '{"n": 029}'[:10]}])
+    before = index._bytes
+    index.record(again, "f29")
+    assert index._bytes == before == held_bytes(index)[0]
+    # An id's earlier calls beyond EARLIER_CALLS leave the count of bytes as they leave the index.
+    index = ObservedCalls()
+    for n in range(100):
+        index.record(chat_result([{"id": "call_0", "name": "f", "arguments": "a" * n}]), f"flow-{n}")
+    assert index._versions == echo_module.EARLIER_CALLS and held_bytes(index) == (index._bytes, 0)
+    assert index._bytes == sum(range(100 - echo_module.EARLIER_CALLS - 1, 100))
+
+
+def test_responses_without_ids_hold_at_most_their_own_bytes_of_arguments():
+    index = ObservedCalls(max_bytes=50_000)
+    for n in range(40):
+        gemini = {
+            "format": "gemini",
+            "choices": [{"index": 0, "tool_calls": [{"id": None, "name": "w", "arguments": "y" * 12_000}]}],
+        }
+        index.record(gemini, f"flow-{n}")
+        assert index._anonymous_bytes <= 50_000 and held_bytes(index) == (0, index._anonymous_bytes)
+    assert [flow for flow, *_ in index._anonymous] == ["flow-36", "flow-37", "flow-38", "flow-39"]
+    # Past ANONYMOUS_RESPONSES, the oldest leave the count as the deque lets them go.
+    index = ObservedCalls()
+    for n in range(echo_module.ANONYMOUS_RESPONSES + 10):
+        index.record(
+            {
+                "format": "gemini",
+                "choices": [{"index": 0, "tool_calls": [{"id": None, "name": "w", "arguments": "zz"}]}],
+            },
+            f"flow-{n}",
+        )
+    assert held_bytes(index) == (0, index._anonymous_bytes) == (0, 2 * echo_module.ANONYMOUS_RESPONSES)
+
+
 def turns_follow_up(turns: list[list[dict]]) -> bytes:
     """A Chat follow-up carrying several tool-calling turns, each answered in full."""
     messages: list[dict] = [{"role": "user", "content": "List the repository."}]

@@ -779,6 +779,21 @@ def test_index_size_option_bounds_the_index(lens):
             tctx.configure(lens, toolcall_lens_index_size=-1)
 
 
+def test_index_bytes_option_bounds_the_arguments_the_index_holds(lens):
+    # The production stream's calls: '{"query": "RBI circulars"}' (26 characters), then 19 more.
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_index_bytes=26)
+        stream_through(lens, llm_flow(), PRODUCTION)
+        assert [lens.observed.get(i) is not None for i in ("call_abc", "call_xyz")] == [False, True]
+        assert lens.observed._bytes == 19
+        # Room for both again: the same stream's calls, and the first flow's call_xyz as its id's earlier.
+        tctx.configure(lens, toolcall_lens_index_bytes=64)
+        stream_through(lens, llm_flow(), PRODUCTION)
+        assert len(lens.observed) == 2 and lens.observed._versions == 1 and lens.observed._bytes == 64
+        with pytest.raises(exceptions.OptionsError):
+            tctx.configure(lens, toolcall_lens_index_bytes=-1)
+
+
 def chat_turn(calls: list[tuple[str, str, str]], answered: list[str]) -> dict:
     """A follow-up request: the assistant's calls echoed, and tool results for ``answered``."""
     return {

@@ -328,12 +328,16 @@ def test_the_cli_finds_the_same_in_the_dump(session):
         assert cli == live, case
 
 
-def test_the_index_is_bounded_live(tmp_path):
-    # With room for 2 calls, the first conversation's calls are gone by the time its follow-up comes.
+# The sequential scenario's two calls: '{"city": "Paris"}' and '{"tz": "Europe/Paris"}', 39 characters.
+@pytest.mark.parametrize("bound", ["toolcall_lens_index_size=2", "toolcall_lens_index_bytes=39"])
+def test_the_index_is_bounded_live(tmp_path, bound):
+    # With room for 2 calls (or for the last response's 39 characters of arguments), the first
+    # conversation's calls are gone by the time its follow-up comes: in the worker, which reads the
+    # streams' requests, as in the proxy.
     provider, provider_port = start_fake_provider(delay=0.001)
     dump = tmp_path / "bounded.mitm"
     try:
-        proxy, port = start_mitmdump(provider_port, dump, "toolcall_lens_index_size=2")
+        proxy, port = start_mitmdump(provider_port, dump, bound)
         try:
             bodies = [
                 post(
