@@ -250,9 +250,10 @@ def bench_proxy(args) -> None:
             reference), and the clients (raw http.client, threads of this process). Each upstream writes
             one event per write, each drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
             rounds; medians over rounds, spread = (max - min) / median. "of identity thr." = the ratio of
-            the two medians; "paired" = each round's rate over the identity callable's in the same round,
-            their median (lowest-highest round): drift between rounds falls out of it, and the targets
-            judge by it. "proxy CPU" = mitmdump's CPU time per event (all its threads,
+            the two medians; "paired" = each round's rate over the identity callable's in the same round
+            (which opens and closes each round: the mean of the two), their median (lowest-highest
+            round): drift between and within rounds falls out of it, and the targets judge by it (the
+            identity callable's own row: each round's end over its start, the noise that is left). "proxy CPU" = mitmdump's CPU time per event (all its threads,
             /proc/PID/task/*/schedstat), less noisy than wall time on a shared machine. "direct" (no
             proxy) is for scale only.""")
         )
@@ -298,8 +299,13 @@ def bench_proxy(args) -> None:
             ]
             for _label, (_process, port) in targets:  # warm-up
                 throughput_run(port, bodies[: clients * 2], clients, expected)
+            comparison = next(target for target in targets if target[0] == "identity callable")
+            others = [target for target in targets if target is not comparison]
             for round_ in range(rounds):
-                order = targets[round_ % len(targets) :] + targets[: round_ % len(targets)]
+                # The comparison opens and closes each round, the others rotated between: each share is
+                # taken against the mean of the two, so what drifts over a round falls out of it.
+                turn = round_ % len(others)
+                order = [comparison, *others[turn:], *others[:turn], comparison]
                 for label, (process, port) in order:
                     cpu0 = cpu_seconds(process.popen.pid) if process else 0.0
                     worker0 = children_cpu_seconds(process.popen.pid) if process else 0.0
@@ -330,12 +336,16 @@ def bench_proxy(args) -> None:
                         "-" if label == "direct" else f"{summary[label][1]:.1f}",
                     ]
                 )
-            base_rates = [events / seconds for seconds, events, _ in results["identity callable"]]
-            shares = {  # each round's rate against the identity callable's in the same round
+            bracket = [events / seconds for seconds, events, _ in results["identity callable"]]
+            base_rates = [(first + last) / 2 for first, last in zip(bracket[::2], bracket[1::2], strict=True)]
+            shares = {  # each round's rate against the identity callable's around it
                 label: paired([events / seconds for seconds, events, _ in runs], base_rates)
                 for label, runs in results.items()
-                if label != "direct"
+                if label not in ("direct", "identity callable")
             }
+            shares["identity callable"] = paired(
+                bracket[1::2], bracket[::2]
+            )  # a round's end against its start
             for row, (label, (med, cpu)) in zip(rows, summary.items()):
                 base, base_cpu = summary["identity callable"]
                 row.append("-" if label == "direct" or not base else f"{med / base * 100:.0f}%")

@@ -57,10 +57,12 @@ def bench_websocket(args) -> None:
             proxies[name] = start_proxy(proxy_argv(provider_port, *options, scripts=scripts), name)
         direct = [ws_run(provider_port, responses) for _ in range(repeats)]
         runs: dict[str, list[tuple[float, int, float, float]]] = {name: [] for name in contenders}
-        names = list(proxies)
+        base, *others = list(proxies)
         for round_ in range(repeats):
-            # Interleaved, the order rotated each round: drift hits all alike, and none always goes first.
-            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+            # Interleaved: "no script" opens and closes each round (its mean is what each share is taken
+            # against, so what drifts over a round falls out), the others rotated between.
+            turn = round_ % len(others)
+            for name in [base, *others[turn:], *others[:turn], base]:
                 process, port = proxies[name]
                 before = cpu_seconds(process.popen.pid), children_cpu_seconds(process.popen.pid)
                 seconds, received = ws_run(port, responses)
@@ -75,13 +77,15 @@ def bench_websocket(args) -> None:
     rows.append(["direct (no proxy)", rate(direct_rate), "-", "-", "-", "-", "-"])
     base_rate = None
     shares = {}
-    base_rates = [n / s for s, n, _, _ in runs["mitmdump, no script"]]
+    bracket = [n / s for s, n, _, _ in runs[base]]
+    base_rates = [(first + last) / 2 for first, last in zip(bracket[::2], bracket[1::2], strict=True)]
     for name, measured in runs.items():
         per_second = statistics.median(n / s for s, n, _, _ in measured)
         cpu_us = statistics.median(c / n * 1e6 for _, n, c, _ in measured)
         worker_us = statistics.median(w / n * 1e6 for _, n, _, w in measured)
         base_rate = base_rate or per_second
-        shares[name] = paired([n / s for s, n, _, _ in measured], base_rates)
+        rates = [n / s for s, n, _, _ in measured]
+        shares[name] = paired(bracket[1::2], bracket[::2]) if name == base else paired(rates, base_rates)
         rows.append(
             [
                 name,
