@@ -248,12 +248,13 @@ def bench_proxy(args) -> None:
             identity callable with what the addon shows of each flow but no analysis (a comment, the
             metadata, one log line: the least an addon that tells each flow in the log costs; for
             reference), and the clients (raw http.client, threads of this process). Each upstream writes
-            one event per write, each drained, as providers flush. The proxies run interleaved (order rotated each round), {rounds}
-            rounds; medians over rounds, spread = (max - min) / median. "of identity thr." = the ratio of
-            the two medians; "paired" = each round's rate over the identity callable's in the same round
-            (which opens and closes each round: the mean of the two), their median (lowest-highest
-            round): drift between and within rounds falls out of it, and the targets judge by it (the
-            identity callable's own row: each round's end over its start, the noise that is left). "proxy CPU" = mitmdump's CPU time per event (all its threads,
+            one event per write, each drained, as providers flush. The proxies run interleaved, {rounds}
+            rounds: the identity callable opens and closes each round, the others rotated between. Medians
+            over rounds, spread = (max - min) / median; "of identity thr." = the ratio of the two medians;
+            "paired" = each round's rate over the mean of the identity callable's two runs around it, the
+            median of the rounds' shares (lowest-highest round), which the targets judge by: what drifts
+            over a run falls out of it (the identity callable's own row: each round's end over its start,
+            the noise that is left). "proxy CPU" = mitmdump's CPU time per event (all its threads,
             /proc/PID/task/*/schedstat), less noisy than wall time on a shared machine. "direct" (no
             proxy) is for scale only.""")
         )
@@ -343,9 +344,8 @@ def bench_proxy(args) -> None:
                 for label, runs in results.items()
                 if label not in ("direct", "identity callable")
             }
-            shares["identity callable"] = paired(
-                bracket[1::2], bracket[::2]
-            )  # a round's end against its start
+            # The comparison's own row: each round's end against its start, the noise the pairing leaves.
+            shares["identity callable"] = paired(bracket[1::2], bracket[::2])
             for row, (label, (med, cpu)) in zip(rows, summary.items()):
                 base, base_cpu = summary["identity callable"]
                 row.append("-" if label == "direct" or not base else f"{med / base * 100:.0f}%")

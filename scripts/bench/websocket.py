@@ -112,5 +112,10 @@ def bench_websocket(args) -> None:
             {1, 2, 3, 4, 5, 6},
         )
     )
+    print(
+        '"vs no script": the ratio of the medians; "paired": each round\'s rate over the mean of the two runs of '
+        '"no script" that open and close the round, the median of the rounds\' shares (lowest-highest round), '
+        "which the targets judge by (no script's own row: each round's end over its start)."
+    )
     FINDINGS["websocket"] = shares["mitmdump + addon"]
     FINDINGS["websocket/in-proxy"] = shares["mitmdump + addon, in the proxy"]
