@@ -49,8 +49,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("index_size", int, DEFAULT_INDEX_SIZE,
      "Tool calls remembered from recent responses (least recently used out), to check the client's echoes."),
     ("index_bytes", int, DEFAULT_INDEX_BYTES,
-     ("Argument characters those calls may hold (least recently used out first; calls without ids, "
-      "Gemini's, as much again): big arguments, a file's content, are remembered in fewer calls.")),
+     ("Argument characters the tool calls remembered for echo checks may hold (least recently used out "
+      "first; calls without ids, Gemini's, as much again): big arguments, such as a file's content, are "
+      "remembered in fewer calls.")),
     ("websocket_keep", int, 1000,
      ("Messages kept on an LLM WebSocket flow once analysed; older ones are dropped (counted, with a note) "
       "so that a long connection holds bounded memory. 0: keep every message.")),
