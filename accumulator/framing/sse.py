@@ -8,12 +8,17 @@ blank line. In raw mode (the rewriter's) every block keeps its exact bytes.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .base import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, FramedEvent
 from .lines import LineBuffer
 from .payload import BOM, strip_bom
 
 SseEvent = FramedEvent  # the name every framing's events had before the contract was written down
-_new_event = tuple.__new__  # FramedEvent(...) without the Python-level __new__ frame, on the hot path
+# FramedEvent(...) without the Python-level __new__ frame, on the hot path; Final, so that the compiled
+# module reads each from a static, not from its globals' dict.
+_new_event: Final = tuple.__new__
+_EVENT: Final = FramedEvent
 _BOM_LEN = len(BOM)
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "OVERSIZED", "SseDecoder", "SseEvent"]
@@ -82,8 +87,8 @@ class SseDecoder:
             return out
         buffer = self._lines
         if (
-            chunk[:6] == b"data: "
-            and chunk[-2:] == b"\n\n"
+            chunk.startswith(b"data: ")
+            and chunk.endswith(b"\n\n")
             and not buffer.pending_len
             and not self._data
             and self._type is None
@@ -97,30 +102,46 @@ class SseDecoder:
             # raises and clears a TypeError inside (CPython 3.12), ten times the cost of the scan.
             data = chunk[6:-2]
             if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
-                out.append(_new_event(FramedEvent, (None, data, self._last_id, "event", None)))
+                out.append(_new_event(_EVENT, (None, data, self._last_id, "event", None)))
                 return out
-        lines = buffer.split(chunk)
+        # Typed, so that the compiled loop slices and compares them as bytes, not as any object.
+        lines: list[bytes | None] = buffer.split(chunk)
         if lines:
             # The two lines nearly every event is made of (a data line, then a blank line) are handled
-            # here without a call; the rest of the rules live in _line.
+            # here without a call; the rest of the rules live in _line. A data line with nothing held
+            # before it and a blank line after it (in this chunk) is an event as it stands.
             line_fn = self._line
             held = self._data
             cap = self.max_event_bytes
-            for line in lines:
+            count = len(lines)
+            i = 0
+            while i < count:
+                line = lines[i]
+                i += 1
                 if line is None:
+                    continue
+                if (
+                    i < count
+                    and not lines[i]
+                    and not held
+                    and line.startswith(b"data: ")
+                    and not self._discarding
+                    and len(line) - 6 < cap
+                ):
+                    out.append(_new_event(_EVENT, (self._type, line[6:], self._last_id, "event", None)))
+                    self._type = None
+                    i += 1
                     continue
                 if not line:
                     if self._discarding:
                         self._discarding = False
                     elif held:
                         payload = held[0] if len(held) == 1 else b"\n".join(held)
-                        out.append(
-                            _new_event(FramedEvent, (self._type, payload, self._last_id, "event", None))
-                        )
+                        out.append(_new_event(_EVENT, (self._type, payload, self._last_id, "event", None)))
                     held.clear()
                     self._data_len = 0
                     self._type = None
-                elif line[:6] == b"data: " and not self._discarding:
+                elif line.startswith(b"data: ") and not self._discarding:
                     value = line[6:]
                     held.append(value)
                     self._data_len += len(value) + 1

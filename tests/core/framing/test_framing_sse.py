@@ -187,6 +187,84 @@ def test_a_whole_event_chunk_over_the_cap_is_dropped():
     assert decode(b"data: " + b"z" * 19 + b"\n\n", max_event_bytes=20) == [SseEvent(None, b"z" * 19, None)]
 
 
+# A chunk of several events, with nothing held before it and no CR, is cut into blocks at its blank lines;
+# a block that is one "data: " line is an event as it stands, any other goes through the rules. Fed a
+# line at a time, or a byte at a time, no chunk holds a blank line: the rules alone are the reference.
+# (Line by line where the cap is small: an unended line counts its field name toward the cap, an ended
+# one its value, so a few bytes at the cap's edge can tell a line fed whole from one fed in pieces.)
+
+_BLOCK_LINES = [
+    b"data: {}",
+    b"data: a",
+    b"data:nospace",
+    b"data:  two spaces",
+    b"data: " + b"w" * 30,
+    b"data",
+    b"event: ping",
+    b"id: 7",
+    b"id: a\0b",
+    b": keep-alive",
+    b"retry: 100",
+    b"",
+    b"",
+    b"\xef\xbb\xbfdata: after a BOM",
+    b"unknown: x",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(_BLOCK_LINES), min_size=1, max_size=30),
+    st.booleans(),
+    st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=1 << 12), max_size=4),
+)
+def test_chunks_of_several_events_give_what_the_rules_give_line_by_line(lines, bom, ended, cuts):
+    body = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + (b"\n" if ended else b"")
+    by_line = decode(*body.splitlines(keepends=True), max_event_bytes=24)
+    assert decode(body, max_event_bytes=24) == by_line
+    by_byte = decode(*[body[i : i + 1] for i in range(len(body))])
+    assert decode(body) == by_byte
+    assert decode(*pieces_at(body, cuts)) == by_byte
+
+
+@pytest.mark.parametrize("name,body", STREAMS, ids=[n for n, _ in STREAMS])
+def test_whole_bodies_give_what_the_rules_give_line_by_line(name, body):
+    lines = body.splitlines(keepends=True)
+    assert decode(body) == decode(*lines), name
+
+
+def test_blocks_of_a_chunk_keep_the_fields_and_the_cap():
+    chunk = (
+        b"data: a\n\nevent: t\nid: 9\ndata: b\ndata: c\n\n: hi\n\n\n\ndata: "
+        + b"x" * 30
+        + b"\n\ndata: d\n\nda"
+    )
+    decoder = SseDecoder(24)
+    assert decoder.feed(chunk) == [
+        SseEvent(None, b"a", None),
+        SseEvent("t", b"b\nc", "9"),
+        OVERSIZED,
+        SseEvent(None, b"d", "9"),
+    ]
+    # What follows the last blank line is held, as the rules hold it.
+    assert decoder.feed(b"ta: e\n\n") == [SseEvent(None, b"e", "9")]
+
+
+def test_a_chunk_of_several_events_after_a_cr_does_not_lose_its_first_line_end():
+    # The chunk before ended in CR; its LF may come first in this one and is then no line end (first
+    # case), or a blank line that ends nothing (second case: the CR ended a blank line already).
+    assert decode(b"data: a\r", b"\ndata: b\n\ndata: c", b"\n\n") == [
+        SseEvent(None, b"a\nb", None),
+        SseEvent(None, b"c", None),
+    ]
+    assert decode(b"data: a\r\r", b"\ndata: b\n\n\ndata: c\n\n") == [
+        SseEvent(None, b"a", None),
+        SseEvent(None, b"b", None),
+        SseEvent(None, b"c", None),
+    ]
+
+
 def test_invalid_utf8_passes_through_as_bytes():
     events = decode(b"data: \xff\xfe\n\n")
     assert events == [SseEvent(None, b"\xff\xfe", None)]
