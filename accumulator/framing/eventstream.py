@@ -180,12 +180,12 @@ class EventStreamDecoder:
     def _message(self, msg: bytes, out: list[FramedEvent]) -> None:
         view = memoryview(msg)
         if zlib.crc32(view[:-4]) != int.from_bytes(view[-4:], "big"):
-            out.append(_BAD_MESSAGE_CRC._replace(raw=msg) if self._raw else _BAD_MESSAGE_CRC)
+            out.append(_BAD_MESSAGE_CRC.with_raw(msg) if self._raw else _BAD_MESSAGE_CRC)
             return
         payload_start = _PRELUDE_LEN + int.from_bytes(view[4:8], "big")
         headers = parse_headers(msg, _PRELUDE_LEN, payload_start)
         if headers is None:
-            out.append(_BAD_HEADERS._replace(raw=msg) if self._raw else _BAD_HEADERS)
+            out.append(_BAD_HEADERS.with_raw(msg) if self._raw else _BAD_HEADERS)
             return
         kind = headers.get(":message-type", "event")
         payload = msg[payload_start:-4]

@@ -8,17 +8,11 @@ blank line. In raw mode (the rewriter's) every block keeps its exact bytes.
 
 from __future__ import annotations
 
-from typing import Final
-
 from .base import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, FramedEvent
 from .lines import LineBuffer
 from .payload import BOM, strip_bom
 
 SseEvent = FramedEvent  # the name every framing's events had before the contract was written down
-# FramedEvent(...) without the Python-level __new__ frame, on the hot path; Final, so that the compiled
-# module reads each from a static, not from its globals' dict.
-_new_event: Final = tuple.__new__
-_EVENT: Final = FramedEvent
 _BOM_LEN = len(BOM)
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "OVERSIZED", "SseDecoder", "SseEvent"]
@@ -102,7 +96,7 @@ class SseDecoder:
             # raises and clears a TypeError inside (CPython 3.12), ten times the cost of the scan.
             data = chunk[6:-2]
             if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
-                out.append(_new_event(_EVENT, (None, data, self._last_id, "event", None)))
+                out.append(FramedEvent(None, data, self._last_id, "event", None))
                 return out
         # Typed, so that the compiled loop slices and compares them as bytes, not as any object.
         lines: list[bytes | None] = buffer.split(chunk)
@@ -128,7 +122,7 @@ class SseDecoder:
                     and not self._discarding
                     and len(line) - 6 < cap
                 ):
-                    out.append(_new_event(_EVENT, (self._type, line[6:], self._last_id, "event", None)))
+                    out.append(FramedEvent(self._type, line[6:], self._last_id, "event", None))
                     self._type = None
                     i += 1
                     continue
@@ -137,7 +131,7 @@ class SseDecoder:
                         self._discarding = False
                     elif held:
                         payload = held[0] if len(held) == 1 else b"\n".join(held)
-                        out.append(_new_event(_EVENT, (self._type, payload, self._last_id, "event", None)))
+                        out.append(FramedEvent(self._type, payload, self._last_id, "event", None))
                     held.clear()
                     self._data_len = 0
                     self._type = None
