@@ -7,18 +7,23 @@ format is not given it is recognised from the first bytes (held until then, with
 
 from __future__ import annotations
 
+from typing import Final
+
 from . import formats
 from .assembly import Assembly, error_text
 from .decoding import ContentDecoder, supported
 from .formats import DEFAULT_FORMAT, SNIFF_BYTES, sniff_format
 from .formats.base import JsonDialect, WireFormat, snippet
-from .framing import FRAMERS, MALFORMED, OVERSIZED, Framer, parse_json
+from .framing import FRAMERS, MALFORMED, OVERSIZED, Framer, SseDecoder, parse_json
 from .limits import DEFAULT_LIMITS, DEFAULT_MAX_DECODED_BYTES, Limits, checked_strategies
 from .request import RequestFacts, request_facts
 from .result import Result, build_result
 from .strategies import STRATEGIES
 from .timing import StreamTiming
 from .warnings import WarningLog
+
+# Final: compiled, read from a static each event, not from the module's dict.
+_OVERSIZED: Final = OVERSIZED
 
 __all__ = [
     "DEFAULT_MAX_DECODED_BYTES",
@@ -180,10 +185,13 @@ class StreamAccumulator:
             if not data:
                 return
         # _feed_decoded, written out: this is the path of every chunk that is not compressed.
-        if self._framer is None:
+        framer = self._framer
+        if framer is None:
             self._hold(data, final=False)
+        elif isinstance(framer, SseDecoder):
+            self._consume(framer.feed(data))  # the common framer, as itself: compiled, a direct call
         else:
-            self._consume(self._framer.feed(data))
+            self._consume(framer.feed(data))
 
     def feed_object(self, obj: dict, nbytes: int, now: float | None = None) -> None:
         """One event that came whole and already read as a JSON object (a WebSocket message of
@@ -349,7 +357,7 @@ class StreamAccumulator:
             self._timing.on_events(self._now, number + 1)
             assembly.now = self._now
         for event in events:
-            if event is OVERSIZED:
+            if event is _OVERSIZED:
                 limit = self._max_event_bytes
                 self.warnings.add(
                     "oversized-event",
