@@ -8,12 +8,15 @@ blank line. In raw mode (the rewriter's) every block keeps its exact bytes.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .base import DEFAULT_MAX_EVENT_BYTES, OVERSIZED, FramedEvent
 from .lines import LineBuffer
 from .payload import BOM, strip_bom
 
 SseEvent = FramedEvent  # the name every framing's events had before the contract was written down
 _BOM_LEN = len(BOM)
+_MAX_TYPES: Final = 64  # event types a decoder keeps decoded
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "OVERSIZED", "SseDecoder", "SseEvent"]
 
@@ -38,6 +41,7 @@ class SseDecoder:
         "_lines",
         "_raw",
         "_type",
+        "_types",
         "broken",
         "max_event_bytes",
         "rest",
@@ -60,6 +64,8 @@ class SseDecoder:
         self._data: list[bytes] = []
         self._data_len = 0
         self._type: str | None = None
+        # Event types read so far, bytes -> str: a stream names a handful, each on nearly every event.
+        self._types: dict[bytes, str] = {}
         self._last_id: str | None = None
         self._discarding = False  # inside an oversized event: ignore lines until a blank one
 
@@ -98,13 +104,29 @@ class SseDecoder:
             if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
                 out.append(FramedEvent(None, data, self._last_id, "event", None))
                 return out
+        elif (
+            chunk.startswith(b"event: ")
+            and chunk.endswith(b"\n\n")
+            and not buffer.pending_len
+            and not self._data
+            and not self._discarding
+            and 0x0D not in chunk
+        ):
+            # The same with its type first, "event: NAME\ndata: ...\n\n" (Anthropic's every event); a
+            # type held from before is replaced by this one either way.
+            end = chunk.find(b"\n")
+            rest = chunk[end + 1 :]  # to the end: compiled, a slice whose start passes its end raises
+            if rest.startswith(b"data: "):
+                data = rest[6:-2]  # "data: " and "\n\n" cannot overlap: a space is not an LF
+                if 0x0A not in data and len(data) < self.max_event_bytes:
+                    out.append(FramedEvent(self._type_of(chunk[7:end]), data, self._last_id, "event", None))
+                    return out
         # Typed, so that the compiled loop slices and compares them as bytes, not as any object.
         lines: list[bytes | None] = buffer.split(chunk)
         if lines:
             # The two lines nearly every event is made of (a data line, then a blank line) are handled
             # here without a call; the rest of the rules live in _line. A data line with nothing held
             # before it and a blank line after it (in this chunk) is an event as it stands.
-            line_fn = self._line
             held = self._data
             cap = self.max_event_bytes
             count = len(lines)
@@ -142,7 +164,7 @@ class SseDecoder:
                     if self._data_len > cap:
                         self._drop_event(out)
                 else:
-                    line_fn(line, out)
+                    self._line(line, out)  # on the object, not bound to a local: compiled, a direct call
         if buffer.pending_len and buffer.pending_len + self._data_len > self.max_event_bytes:
             buffer.drop()
             self._drop_event(out)
@@ -203,6 +225,9 @@ class SseDecoder:
                 value = value[1:]
             self._add_data(value, out)
             return
+        if line.startswith(b"event: "):  # the other line of nearly every event of some providers
+            self._type = self._type_of(line[7:])
+            return
         colon = line.find(b":")
         if colon < 0:
             name, value = line, b""
@@ -217,6 +242,15 @@ class SseDecoder:
         elif name == b"id" and b"\0" not in value:
             self._last_id = value.decode("utf-8", "replace")
         # "retry" and unknown fields are ignored, as the spec says.
+
+    def _type_of(self, value: bytes) -> str:
+        """An ``event:`` field's value as text, decoded once per decoder (64 types at most kept)."""
+        known = self._types.get(value)
+        if known is None:
+            known = value.decode("utf-8", "replace")
+            if len(self._types) < _MAX_TYPES:
+                self._types[value] = known
+        return known
 
     def _add_data(self, value: bytes, out: list[FramedEvent]) -> None:
         self._data.append(value)

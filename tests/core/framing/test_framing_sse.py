@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,6 +184,27 @@ def test_a_whole_event_chunk_with_a_cr_inside_is_two_lines():
     assert decode(b"data: a\rdata: b\n\n") == [SseEvent(None, b"a\nb", None)]
 
 
+def test_a_whole_typed_event_chunk_after_what_is_held_goes_through_the_rules():
+    # "event: NAME\ndata: ...\n\n" whole in one chunk has a direct path too; held data, an unended
+    # line, an event being discarded, or a CR anywhere in it send it through the rules instead.
+    typed = b"event: x\ndata: b\n\n"
+    assert decode(b"data: a\n", typed) == [SseEvent("x", b"a\nb", None)]
+    assert decode(b"data: abc", typed) == [SseEvent(None, b"abcevent: x\nb", None)]
+    assert decode(b"event: old\n", typed) == [SseEvent("x", b"b", None)]
+    assert decode(b"data: " + b"y" * 30 + b"\n", typed, b"data: c\n\n", max_event_bytes=20) == [
+        OVERSIZED,
+        SseEvent(None, b"c", None),
+    ]
+    assert decode(b"event: x\r\ndata: b\r\n\r\n") == [SseEvent("x", b"b", None)]
+    assert decode(b"event: x\r\ndata: b\n\n") == [SseEvent("x", b"b", None)]
+    assert decode(b"event: x\rdata: b\n\n") == [SseEvent("x", b"b", None)]
+    assert decode(b"event: x\ndata: b\rdata: c\n\n") == [SseEvent("x", b"b\nc", None)]
+    assert decode(b"event: x\n\n", b"data: b\n\n") == [SseEvent(None, b"b", None)]
+    assert decode(b"event: x\n: hi\ndata: b\n\n") == [SseEvent("x", b"b", None)]
+    assert decode(b"event: x\ndata: " + b"z" * 20 + b"\n\n", max_event_bytes=20) == [OVERSIZED]
+    assert decode(b"id: 7\n\n", typed) == [SseEvent("x", b"b", "7")]
+
+
 def test_a_whole_event_chunk_over_the_cap_is_dropped():
     assert decode(b"data: " + b"z" * 20 + b"\n\n", max_event_bytes=20) == [OVERSIZED]
     assert decode(b"data: " + b"z" * 19 + b"\n\n", max_event_bytes=20) == [SseEvent(None, b"z" * 19, None)]
@@ -226,12 +249,20 @@ def test_chunks_of_several_events_give_what_the_rules_give_line_by_line(lines, b
     by_byte = decode(*[body[i : i + 1] for i in range(len(body))])
     assert decode(body) == by_byte
     assert decode(*pieces_at(body, cuts)) == by_byte
+    # A chunk per event, as a provider writing an event per write sends them (the direct paths).
+    assert decode(*by_blank_line(body)) == by_byte
+    assert decode(*by_blank_line(body), max_event_bytes=24) == by_line
+
+
+def by_blank_line(body: bytes) -> list[bytes]:
+    """The body cut after each blank line: a chunk per event."""
+    return [piece for piece in re.split(rb"(?<=\n\n)", body) if piece]
 
 
 @pytest.mark.parametrize("name,body", STREAMS, ids=[n for n, _ in STREAMS])
 def test_whole_bodies_give_what_the_rules_give_line_by_line(name, body):
     lines = body.splitlines(keepends=True)
-    assert decode(body) == decode(*lines), name
+    assert decode(body) == decode(*lines) == decode(*by_blank_line(body)), name
 
 
 def test_blocks_of_a_chunk_keep_the_fields_and_the_cap():
@@ -263,6 +294,22 @@ def test_a_chunk_of_several_events_after_a_cr_does_not_lose_its_first_line_end()
         SseEvent(None, b"b", None),
         SseEvent(None, b"c", None),
     ]
+
+
+def test_event_types_read_again_and_past_the_decoders_memory_of_them_are_the_same():
+    # A decoder keeps the types it decoded (a stream names a handful, each on nearly every event), 64 at
+    # most: every type, the 65th on and the ones seen before included, reads as it would the first time.
+    names = [f"type_{n}".encode() for n in range(100)] + [b"type_3", b"type_99", b"\xff\xfe", b" spaced"]
+    body = b"".join(b"event: " + name + b"\ndata: x\n\n" for name in names)
+    events = decode(body)
+    assert [e.type for e in events] == [name.decode("utf-8", "replace") for name in names]
+    assert events == decode(*[body[i : i + 1] for i in range(len(body))]) == decode(*by_blank_line(body))
+    assert [e.type for e in decode(b"event:x\ndata: 1\n\nevent:  y\ndata: 2\n\n")] == ["x", " y"]
+    # What it keeps is bounded, whatever a stream names.
+    decoder = SseDecoder()
+    for n in range(1000):
+        assert decoder.feed(b"event: t%d\ndata: x\n\n" % n)[0].type == f"t{n}"
+    assert len(decoder._types) == 64
 
 
 def test_invalid_utf8_passes_through_as_bytes():
