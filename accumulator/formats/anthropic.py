@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import ContentBlockKeys
 from ..usage import UsageParts, dig
@@ -48,7 +49,7 @@ class AnthropicDialect(JsonDialect):
         self._usage: dict = {}
         self._start_input: dict[int | None, dict] = {}  # a non-empty start input, used if no delta comes
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         if event.data == b"[DONE]":
             return []
         obj = self._load(event.data, number)

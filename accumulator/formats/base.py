@@ -7,15 +7,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Final
 
+import orjson
 from mypy_extensions import mypyc_attr
 
-from ..framing import MALFORMED, parse_json
+from ..framing import MALFORMED, FramedEvent, parse_json
 from ..ops import ProviderError
 from ..warnings import WarningLog
 
 _SNIPPET = 200
+# Final: compiled, read from statics on each event, not from the module's dict.
+_loads: Final = orjson.loads
+_DecodeError: Final = orjson.JSONDecodeError
 
 # The framings a body comes in (accumulator.framing): "sse", "ndjson", "jsonarray", "eventstream".
 FRAMINGS = ("sse", "ndjson", "jsonarray", "eventstream")
@@ -185,7 +189,7 @@ class JsonDialect:
     def __init__(self, warnings: WarningLog) -> None:
         self._warn = warnings
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         """The operations of one framed event (its JSON payload read here)."""
         obj = self._load(event.data, number)
         return [] if obj is None else self.obj_ops(obj, event.type, number)
@@ -204,6 +208,12 @@ class JsonDialect:
         return []
 
     def _load(self, data: bytes, number: int) -> dict | None:
+        try:
+            obj = _loads(data)  # the common case: a JSON object, without the careful path's frames
+        except _DecodeError:
+            obj = None
+        if type(obj) is dict:
+            return obj
         obj, bad_utf8 = parse_json(data)
         if bad_utf8:
             self._warn.add("invalid-utf8", f"event {number} holds bytes that are not UTF-8", event=number)
@@ -225,7 +235,7 @@ class EventStreamDialect(JsonDialect):
 
     empty_arguments = "{}"  # tool input is an object (a no-argument call streams input "")
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         if event.kind == "event":
             obj = self._load(event.data, number)
             return [] if obj is None else self.frame_ops(event.type, obj, number)

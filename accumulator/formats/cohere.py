@@ -9,6 +9,7 @@ Rewriting: the run is consecutive tool calls; any other event ends it.
 
 from __future__ import annotations
 
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
 from ..usage import UsageParts, dig
@@ -21,7 +22,7 @@ def _message(obj: dict) -> dict:
 
 
 class CohereDialect(JsonDialect):
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         if event.data == b"[DONE]":  # the SDK tolerates a trailing one; message-end is the end marker
             return []
         obj = self._load(event.data, number)

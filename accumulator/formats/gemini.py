@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..usage import UsageParts, dig
 from ..warnings import WarningLog
@@ -37,7 +38,7 @@ class GeminiDialect(JsonDialect):
         self._open: dict[int, tuple[int, dict]] = {}  # candidate -> (call index, arguments being built)
         self._meta: tuple = (None, None)
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         if event.type == "array-end":  # the closing "]" of a JSON-array stream: its end marker
             return self._close_all(number) + [StreamEnd(number)]
         if event.data == b"[DONE]":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..usage import UsageParts, dig
 from . import openai_chat
@@ -33,7 +34,7 @@ class OllamaChatDialect(JsonDialect):
         super().__init__(warnings)
         self._model: Any = None  # the model as the wire sent it
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         obj = self._load(event.data, number)
         return [] if obj is None else self._line_ops(obj, number)
 

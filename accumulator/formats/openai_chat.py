@@ -13,9 +13,7 @@ the assembly's own identity routing.
 from __future__ import annotations
 
 import sys
-from typing import Any, Final
-
-import orjson
+from typing import Any
 
 from ..assembly import Assembly
 from ..framing import SseEvent
@@ -36,7 +34,6 @@ from .base import (
 )
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
-_loads: Final = orjson.loads  # Final: compiled, read from a static, not the module's dict, each event
 
 
 class ChatCompletionsDialect(JsonDialect):
@@ -50,12 +47,7 @@ class ChatCompletionsDialect(JsonDialect):
         data = event.data
         if data == b"[DONE]":
             return [StreamEnd(number)]
-        try:
-            obj = _loads(data)  # the common case, without the frames of the careful path
-        except orjson.JSONDecodeError:
-            obj = None
-        if type(obj) is not dict:
-            obj = self._load(data, number)
+        obj = self._load(data, number)
         return [] if obj is None else self._chunk_ops(obj, number)
 
     def message_ops(self, body: bytes) -> list:

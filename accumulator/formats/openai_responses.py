@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import zlib
 
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, END, FRAGMENT, PASS, START
 from ..usage import UsageParts, dig
@@ -49,7 +50,7 @@ class ResponsesDialect(JsonDialect):
         self._streamed: dict[int | None, list[int]] = {}  # output_index -> [length, crc32] of its deltas
         self._names: dict[int | None, str | None] = {}  # output_index -> name, for the mismatch warning
 
-    def ops(self, event, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         if event.data == b"[DONE]":  # some clones add one; the terminal event is the end marker
             return []
         obj = self._load(event.data, number)
