@@ -236,10 +236,10 @@ class SseDecoder:
             if value[:1] == b" ":
                 value = value[1:]
         if name == b"event":
-            self._type = value.decode("utf-8", "replace")
+            self._type = self._type_of(value)
         elif name == b"data":
             self._add_data(value, out)
-        elif name == b"id" and b"\0" not in value:
+        elif name == b"id" and 0 not in value:  # an int: no hidden TypeError (see the direct path)
             self._last_id = value.decode("utf-8", "replace")
         # "retry" and unknown fields are ignored, as the spec says.
 
