@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from ..assembly import Assembly
-from ..framing import SseEvent
+from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
 from ..rewrite.reorder import BOUNDARY, FINAL, FRAGMENT, PASS
 from ..usage import UsageParts, dig
@@ -42,7 +42,7 @@ class ChatCompletionsDialect(JsonDialect):
         self._model: Any = None  # the last model and id named, as the wire sent them
         self._response_id: Any = None
 
-    def ops(self, event: SseEvent, number: int) -> list:
+    def ops(self, event: FramedEvent, number: int) -> list:
         """The operations of one stream event (a ``chat.completion.chunk``)."""
         data = event.data
         if data == b"[DONE]":

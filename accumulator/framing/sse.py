@@ -86,41 +86,31 @@ class SseDecoder:
         if not chunk:
             return out
         buffer = self._lines
-        if (
-            chunk.startswith(b"data: ")
-            and chunk.endswith(b"\n\n")
-            and not buffer.pending_len
-            and not self._data
-            and self._type is None
-            and not self._discarding
-        ):
-            # The direct path: one whole event, one "data: " line, nothing held before it (what a
-            # provider writing an event per write sends). A line being skipped for its size means an
-            # event being discarded. A CR that ended an earlier chunk may still make a later LF count
-            # for nothing: from this clean state that LF is a blank line that does nothing anyway.
-            # Ints, not b"\n": bytes.__contains__ tries its argument as an int first, and for bytes
-            # raises and clears a TypeError inside (CPython 3.12), ten times the cost of the scan.
-            data = chunk[6:-2]
-            if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
-                out.append(FramedEvent(None, data, self._last_id, "event", None))
-                return out
-        elif (
-            chunk.startswith(b"event: ")
-            and chunk.endswith(b"\n\n")
-            and not buffer.pending_len
-            and not self._data
-            and not self._discarding
-            and 0x0D not in chunk
-        ):
-            # The same with its type first, "event: NAME\ndata: ...\n\n" (Anthropic's every event); a
-            # type held from before is replaced by this one either way.
-            end = chunk.find(b"\n")
-            rest = chunk[end + 1 :]  # to the end: compiled, a slice whose start passes its end raises
-            if rest.startswith(b"data: "):
-                data = rest[6:-2]  # "data: " and "\n\n" cannot overlap: a space is not an LF
-                if 0x0A not in data and len(data) < self.max_event_bytes:
-                    out.append(FramedEvent(self._type_of(chunk[7:end]), data, self._last_id, "event", None))
+        if chunk.endswith(b"\n\n") and not buffer.pending_len and not self._data and not self._discarding:
+            # The direct paths: one whole event, nothing held before it (what a provider writing an event
+            # per write sends). A line being skipped for its size means an event being discarded. A CR
+            # that ended an earlier chunk may still make a later LF count for nothing: from this clean
+            # state that LF is a blank line that does nothing anyway. Ints, not b"\n": bytes.__contains__
+            # tries its argument as an int first, and for bytes raises and clears a TypeError inside
+            # (CPython 3.12), ten times the cost of the scan.
+            if chunk.startswith(b"data: ") and self._type is None:
+                # One "data: " line.
+                data = chunk[6:-2]
+                if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
+                    out.append(FramedEvent(None, data, self._last_id, "event", None))
                     return out
+            elif chunk.startswith(b"event: ") and 0x0D not in chunk:
+                # Its type first, "event: NAME\ndata: ...\n\n" (Anthropic's every event); a type held
+                # from before is replaced by this one either way.
+                end = chunk.find(b"\n")
+                rest = chunk[end + 1 :]  # to the end: compiled, a slice whose start passes its end raises
+                if rest.startswith(b"data: "):
+                    data = rest[6:-2]  # "data: " and "\n\n" cannot overlap: a space is not an LF
+                    if 0x0A not in data and len(data) < self.max_event_bytes:
+                        out.append(
+                            FramedEvent(self._type_of(chunk[7:end]), data, self._last_id, "event", None)
+                        )
+                        return out
         # Typed, so that the compiled loop slices and compares them as bytes, not as any object.
         lines: list[bytes | None] = buffer.split(chunk)
         if lines:
