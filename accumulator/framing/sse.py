@@ -3,7 +3,9 @@
 LF, CRLF and CR line ends (a CRLF may straddle two chunks), comment lines, multi-line ``data:``,
 ``event:``, ``id:``, a leading BOM. Lines come from the shared ``LineBuffer``, so work stays O(bytes)
 however the input is cut. An event larger than the cap is dropped and decoding resumes after the next
-blank line. In raw mode (the rewriter's) every block keeps its exact bytes.
+blank line: its size is that of its lines, each with one byte for its end (however it ended), so an
+event is kept or dropped whatever the chunks it came in. In raw mode (the rewriter's) every block keeps
+its exact bytes.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ class SseDecoder:
         "_block",
         "_block_len",
         "_data",
-        "_data_len",
         "_discarding",
         "_head",
         "_last_id",
         "_lines",
         "_raw",
+        "_size",
         "_type",
         "_types",
         "broken",
@@ -62,7 +64,8 @@ class SseDecoder:
             None  # SSE can always be read on: no byte stops it (the contract's field, for AWS frames)
         )
         self._data: list[bytes] = []
-        self._data_len = 0
+        # The event's size so far: its lines, each with one byte for its end (not counted in raw mode).
+        self._size = 0
         self._type: str | None = None
         # Event types read so far, bytes -> str: a stream names a handful, each on nearly every event.
         self._types: dict[bytes, str] = {}
@@ -72,7 +75,7 @@ class SseDecoder:
     @property
     def pending(self) -> int:
         """Bytes received of the event in progress (raw mode: its block, and the line not yet ended)."""
-        held = self._block_len if self._raw else self._data_len
+        held = self._block_len if self._raw else self._size
         return self._lines.pending_len + held
 
     def feed(self, chunk: bytes) -> list[FramedEvent]:
@@ -86,27 +89,27 @@ class SseDecoder:
         if not chunk:
             return out
         buffer = self._lines
-        if chunk.endswith(b"\n\n") and not buffer.pending_len and not self._data and not self._discarding:
-            # The direct paths: one whole event, nothing held before it (what a provider writing an event
-            # per write sends). A line being skipped for its size means an event being discarded. A CR
-            # that ended an earlier chunk may still make a later LF count for nothing: from this clean
-            # state that LF is a blank line that does nothing anyway. Ints, not b"\n": bytes.__contains__
-            # tries its argument as an int first, and for bytes raises and clears a TypeError inside
-            # (CPython 3.12), ten times the cost of the scan.
-            if chunk.startswith(b"data: ") and self._type is None:
+        if chunk.endswith(b"\n\n") and not buffer.pending_len and not self._size and not self._discarding:
+            # The direct paths: one whole event, nothing of one before it (no line, so no data and no
+            # type; what a provider writing an event per write sends). A line being skipped for its size
+            # means an event being discarded. A CR that ended an earlier chunk may still make a later LF
+            # count for nothing: from this clean state that LF is a blank line that does nothing anyway.
+            # Ints, not b"\n": bytes.__contains__ tries its argument as an int first, and for bytes raises
+            # and clears a TypeError inside (CPython 3.12), ten times the cost of the scan. Either path's
+            # event is its lines and their ends, the chunk less its blank line: that is its size.
+            if chunk.startswith(b"data: "):
                 # One "data: " line.
                 data = chunk[6:-2]
-                if 0x0A not in data and 0x0D not in data and len(data) < self.max_event_bytes:
+                if 0x0A not in data and 0x0D not in data and len(chunk) <= self.max_event_bytes + 1:
                     out.append(FramedEvent(None, data, self._last_id, "event", None))
                     return out
             elif chunk.startswith(b"event: ") and 0x0D not in chunk:
-                # Its type first, "event: NAME\ndata: ...\n\n" (Anthropic's every event); a type held
-                # from before is replaced by this one either way.
+                # Its type first, "event: NAME\ndata: ...\n\n" (Anthropic's every event).
                 end = chunk.find(b"\n")
                 rest = chunk[end + 1 :]  # to the end: compiled, a slice whose start passes its end raises
                 if rest.startswith(b"data: "):
                     data = rest[6:-2]  # "data: " and "\n\n" cannot overlap: a space is not an LF
-                    if 0x0A not in data and len(data) < self.max_event_bytes:
+                    if 0x0A not in data and len(chunk) <= self.max_event_bytes + 1:
                         out.append(
                             FramedEvent(self._type_of(chunk[7:end]), data, self._last_id, "event", None)
                         )
@@ -115,8 +118,9 @@ class SseDecoder:
         lines: list[bytes | None] = buffer.split(chunk)
         if lines:
             # The two lines nearly every event is made of (a data line, then a blank line) are handled
-            # here without a call; the rest of the rules live in _line. A data line with nothing held
-            # before it and a blank line after it (in this chunk) is an event as it stands.
+            # here without a call; the rest of the rules live in _line. A data line with no data held
+            # before it and a blank line after it (in this chunk) is an event as it stands (its type and
+            # its size so far from the lines before it, an "event:" line's).
             held = self._data
             cap = self.max_event_bytes
             count = len(lines)
@@ -132,10 +136,11 @@ class SseDecoder:
                     and not held
                     and line.startswith(b"data: ")
                     and not self._discarding
-                    and len(line) - 6 < cap
+                    and self._size + len(line) < cap
                 ):
                     out.append(FramedEvent(self._type, line[6:], self._last_id, "event", None))
                     self._type = None
+                    self._size = 0
                     i += 1
                     continue
                 if not line:
@@ -145,17 +150,18 @@ class SseDecoder:
                         payload = held[0] if len(held) == 1 else b"\n".join(held)
                         out.append(FramedEvent(self._type, payload, self._last_id, "event", None))
                     held.clear()
-                    self._data_len = 0
+                    self._size = 0
                     self._type = None
                 elif line.startswith(b"data: ") and not self._discarding:
-                    value = line[6:]
-                    held.append(value)
-                    self._data_len += len(value) + 1
-                    if self._data_len > cap:
+                    held.append(line[6:])
+                    self._size += len(line) + 1
+                    if self._size > cap:
                         self._drop_event(out)
                 else:
                     self._line(line, out)  # on the object, not bound to a local: compiled, a direct call
-        if buffer.pending_len and buffer.pending_len + self._data_len > self.max_event_bytes:
+        # The line not yet ended will count at least its bytes so far and one for its end: past the cap,
+        # its event is dropped now, as it would be once the line ended (and the line is not held).
+        if buffer.pending_len and buffer.pending_len + 1 + self._size > self.max_event_bytes:
             buffer.drop()
             self._drop_event(out)
         return out
@@ -200,20 +206,26 @@ class SseDecoder:
             block.clear()
             self._block_len = 0
             data.clear()
-            self._data_len = 0
             self._type = None
 
     def _line(self, line: bytes, out: list[FramedEvent]) -> None:
         if not line:
             self._dispatch(out)
             return
-        if self._discarding or line[0] == 0x3A:  # ':' starts a comment
+        if self._discarding:
+            return
+        if not self._raw:  # every line of an event counts toward its size, a comment's and an id's too
+            self._size += len(line) + 1
+            if self._size > self.max_event_bytes:
+                self._drop_event(out)
+                return
+        if line[0] == 0x3A:  # ':' starts a comment
             return
         if line.startswith(b"data:"):
             value = line[5:]
             if value[:1] == b" ":
                 value = value[1:]
-            self._add_data(value, out)
+            self._data.append(value)
             return
         if line.startswith(b"event: "):  # the other line of nearly every event of some providers
             self._type = self._type_of(line[7:])
@@ -228,7 +240,7 @@ class SseDecoder:
         if name == b"event":
             self._type = self._type_of(value)
         elif name == b"data":
-            self._add_data(value, out)
+            self._data.append(value)
         elif name == b"id" and 0 not in value:  # an int: no hidden TypeError (see the direct path)
             self._last_id = value.decode("utf-8", "replace")
         # "retry" and unknown fields are ignored, as the spec says.
@@ -242,18 +254,12 @@ class SseDecoder:
                 self._types[value] = known
         return known
 
-    def _add_data(self, value: bytes, out: list[FramedEvent]) -> None:
-        self._data.append(value)
-        self._data_len += len(value) + 1
-        if self._data_len > self.max_event_bytes and not self._raw:
-            self._drop_event(out)
-
     def _drop_event(self, out: list[FramedEvent]) -> None:
         if not self._discarding:
             out.append(OVERSIZED)
         self._discarding = True
         self._data.clear()
-        self._data_len = 0
+        self._size = 0
 
     def _dispatch(self, out: list[FramedEvent]) -> None:
         if self._discarding:
@@ -262,5 +268,5 @@ class SseDecoder:
             data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
             out.append(FramedEvent(self._type, data, self._last_id))
         self._data.clear()
-        self._data_len = 0
+        self._size = 0
         self._type = None

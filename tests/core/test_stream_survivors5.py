@@ -228,16 +228,19 @@ def framed(cap: int, *chunks: bytes) -> list:
 
 def test_an_event_of_exactly_the_cap_is_kept_one_byte_more_is_dropped():
     # feed_90: two events in one chunk take the general path; a data line counts its bytes and its newline
-    assert framed(20, b"data: a\n\ndata: " + b"x" * 19 + b"\n\n") == [b"a", b"x" * 19]
-    assert framed(20, b"data: a\n\ndata: " + b"x" * 20 + b"\n\n") == [b"a", "OVERSIZED"]
+    assert framed(20, b"data: a\n\ndata: " + b"x" * 13 + b"\n\n") == [b"a", b"x" * 13]
+    assert framed(20, b"data: a\n\ndata: " + b"x" * 14 + b"\n\n") == [b"a", "OVERSIZED"]
 
 
 def test_an_unfinished_line_is_held_to_the_cap_with_the_event_so_far_and_dropped_at_once_beyond():
-    # feed_97, _98: the line not yet ended ("data: " and its bytes) counts with the data already held
-    assert framed(20, b"data: a\n", b"data: " + b"y" * 12, b"\n\n") == [b"a\n" + b"y" * 12]
+    # feed_97, _98: the line not yet ended ("data: " and its bytes, and one for the end it will have)
+    # counts with the event's lines already held (8 bytes here)
+    assert framed(20, b"data: a\n", b"data: " + b"y" * 5, b"\n\n") == [b"a\n" + b"y" * 5]
+    assert framed(20, b"data: a\n", b"data: " + b"y" * 6, b"\n\n") == ["OVERSIZED"]
     decoder = SseDecoder(20)
     decoder.feed(b"data: aaaa\n")
-    assert decoder.feed(b"data: " + b"y" * 10) == [OVERSIZED] and decoder.pending == 0
+    assert decoder.feed(b"data: yy") == [] and decoder.pending == 19
+    assert decoder.feed(b"y") == [OVERSIZED] and decoder.pending == 0
 
 
 def test_a_data_line_without_its_space_over_the_cap_is_dropped_not_a_crash():

@@ -58,29 +58,30 @@ def test_choices_that_are_not_a_list_are_skipped(choices):
     assert (result["choices"][0]["text"], result["choices"][0]["finish_reason"]) == ("Hi", "stop")
 
 
-# --- SseDecoder._add_data: the size cap on "data:" lines without the space (and at end of input) ------------------
+# --- SseDecoder._line: the size cap on "data:" lines without the space (and at end of input) ------------------
+# (An event's size is its lines, each with one byte for its end: "data:" and 15 bytes and an LF are 21.)
 
 
 @pytest.mark.parametrize(
     ("size", "expected"),
-    [(20, [OVERSIZED]), (19, [SseEvent(None, b"z" * 19, None)])],
-    ids=["at-cap", "under-cap"],
+    [(15, [OVERSIZED]), (14, [SseEvent(None, b"z" * 14, None)])],
+    ids=["over-cap", "at-cap"],
 )
 def test_a_data_line_without_its_space_is_held_to_the_cap_at_its_exact_bound(size, expected):
-    # _add_data 4 (len - 1: the line at the cap kept), 7 (>=: the line under it dropped),
-    # 9 (_drop_event(None): the decoder raised)
+    # (once _add_data's) len - 1: the line at the cap kept; >=: the line under it dropped;
+    # _drop_event(None): the decoder raised
     assert framed(SseDecoder(20), b"data:" + b"z" * size + b"\n\n") == expected
 
 
 def test_data_lines_without_their_space_add_up_toward_the_cap():
-    # _add_data 2 (= : each line counted alone), 3 (-= : the count going down)
-    body = b"data:" + b"a" * 12 + b"\ndata:" + b"b" * 12 + b"\n\ndata:after\n\n"
+    # (once _add_data's) = : each line counted alone; -= : the count going down
+    body = b"data:" + b"a" * 6 + b"\ndata:" + b"b" * 6 + b"\n\ndata:after\n\n"  # 12 + 12 counted
     assert framed(SseDecoder(20), body) == [OVERSIZED, SseEvent(None, b"after", None)]
 
 
 def test_data_lines_under_the_cap_together_are_one_event():
-    body = b"data:" + b"a" * 9 + b"\ndata:" + b"b" * 9 + b"\n\n"  # 10 + 10 counted: not over 20
-    assert framed(SseDecoder(20), body) == [SseEvent(None, b"a" * 9 + b"\n" + b"b" * 9, None)]
+    body = b"data:" + b"a" * 4 + b"\ndata:" + b"b" * 4 + b"\n\n"  # 10 + 10 counted: not over 20
+    assert framed(SseDecoder(20), body) == [SseEvent(None, b"a" * 4 + b"\n" + b"b" * 4, None)]
 
 
 # --- skip_reason: only split-names is refused for a name that arrives whole ---------------------------------------

@@ -19,7 +19,7 @@ from streams import (
 )
 
 from accumulator.framing import SseDecoder, SseEvent
-from accumulator.framing.sse import OVERSIZED
+from accumulator.framing.sse import DEFAULT_MAX_EVENT_BYTES, OVERSIZED
 
 
 def decode(*chunks: bytes, max_event_bytes: int | None = None) -> list[SseEvent]:
@@ -205,16 +205,50 @@ def test_a_whole_typed_event_chunk_after_what_is_held_goes_through_the_rules():
     assert decode(b"id: 7\n\n", typed) == [SseEvent("x", b"b", "7")]
 
 
+@pytest.mark.parametrize(
+    "event,kept",
+    [
+        # An event's size is its lines, each with one byte for its end: "data: " and 17 bytes and an LF
+        # are 24 bytes, within a cap of 24; one byte more is over it.
+        (b"data: " + b"x" * 17 + b"\n\n", True),
+        (b"data: " + b"x" * 18 + b"\n\n", False),
+        (b"data:" + b"x" * 18 + b"\n\n", True),
+        (b"data: " + b"x" * 17 + b"\r\n\r\n", True),  # a line end of two bytes counts one
+        (b"data: a\ndata: " + b"x" * 9 + b"\n\n", True),
+        (b"data: a\ndata: " + b"x" * 10 + b"\n\n", False),
+        # Its type's line, its id's and its comments count too.
+        (b"event: t\ndata: " + b"x" * 8 + b"\n\n", True),
+        (b"event: t\ndata: " + b"x" * 9 + b"\n\n", False),
+        (b"id: 12\ndata: " + b"x" * 10 + b"\n\n", True),
+        (b": " + b"c" * 13 + b"\ndata: a\n\n", True),
+        (b": " + b"c" * 14 + b"\ndata: a\n\n", False),
+        (b": " + b"c" * 30 + b"\n\n", False),  # a block of comments over the cap is said too
+        (b"event: " + b"t" * 30 + b"\n\n", False),
+    ],
+)
+def test_an_event_at_the_caps_edge_is_kept_or_dropped_however_it_is_cut(event, kept):
+    # Before, a line not yet ended counted its field name and an ended one only its value, so an event a
+    # few bytes from the cap was kept whole and dropped in pieces; a long comment line only in pieces.
+    body = b"data: before\n\n" + event + b"data: after\n\n"
+    whole = decode(body, max_event_bytes=24)
+    assert [e.data for e in (whole[0], whole[-1])] == [b"before", b"after"] and len(whole) == 3, whole
+    assert (whole[1] is not OVERSIZED) is kept, whole
+    for cut in range(len(body) + 1):
+        assert decode(body[:cut], body[cut:], max_event_bytes=24) == whole, cut
+    assert decode(*[body[i : i + 1] for i in range(len(body))], max_event_bytes=24) == whole
+    assert decode(*by_blank_line(body), max_event_bytes=24) == whole
+
+
 def test_a_whole_event_chunk_over_the_cap_is_dropped():
-    assert decode(b"data: " + b"z" * 20 + b"\n\n", max_event_bytes=20) == [OVERSIZED]
-    assert decode(b"data: " + b"z" * 19 + b"\n\n", max_event_bytes=20) == [SseEvent(None, b"z" * 19, None)]
+    # Its size: "data: ", its data and one byte for its line end.
+    assert decode(b"data: " + b"z" * 14 + b"\n\n", max_event_bytes=20) == [OVERSIZED]
+    assert decode(b"data: " + b"z" * 13 + b"\n\n", max_event_bytes=20) == [SseEvent(None, b"z" * 13, None)]
 
 
 # A chunk of several events, with nothing held before it and no CR, is cut into blocks at its blank lines;
 # a block that is one "data: " line is an event as it stands, any other goes through the rules. Fed a
 # line at a time, or a byte at a time, no chunk holds a blank line: the rules alone are the reference.
-# (Line by line where the cap is small: an unended line counts its field name toward the cap, an ended
-# one its value, so a few bytes at the cap's edge can tell a line fed whole from one fed in pieces.)
+# With a small cap too: an event's size is its lines and their ends, whatever the chunks it came in.
 
 _BLOCK_LINES = [
     b"data: {}",
@@ -244,14 +278,14 @@ _BLOCK_LINES = [
 )
 def test_chunks_of_several_events_give_what_the_rules_give_line_by_line(lines, bom, ended, cuts):
     body = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + (b"\n" if ended else b"")
-    by_line = decode(*body.splitlines(keepends=True), max_event_bytes=24)
-    assert decode(body, max_event_bytes=24) == by_line
-    by_byte = decode(*[body[i : i + 1] for i in range(len(body))])
-    assert decode(body) == by_byte
-    assert decode(*pieces_at(body, cuts)) == by_byte
-    # A chunk per event, as a provider writing an event per write sends them (the direct paths).
-    assert decode(*by_blank_line(body)) == by_byte
-    assert decode(*by_blank_line(body), max_event_bytes=24) == by_line
+    bytes_ = [body[i : i + 1] for i in range(len(body))]
+    for cap in (DEFAULT_MAX_EVENT_BYTES, 24):
+        by_byte = decode(*bytes_, max_event_bytes=cap)
+        assert decode(body, max_event_bytes=cap) == by_byte
+        assert decode(*body.splitlines(keepends=True), max_event_bytes=cap) == by_byte
+        assert decode(*pieces_at(body, cuts), max_event_bytes=cap) == by_byte
+        # A chunk per event, as a provider writing an event per write sends them (the direct paths).
+        assert decode(*by_blank_line(body), max_event_bytes=cap) == by_byte
 
 
 def by_blank_line(body: bytes) -> list[bytes]:
@@ -268,10 +302,10 @@ def test_whole_bodies_give_what_the_rules_give_line_by_line(name, body):
 def test_blocks_of_a_chunk_keep_the_fields_and_the_cap():
     chunk = (
         b"data: a\n\nevent: t\nid: 9\ndata: b\ndata: c\n\n: hi\n\n\n\ndata: "
-        + b"x" * 30
+        + b"x" * 40
         + b"\n\ndata: d\n\nda"
     )
-    decoder = SseDecoder(24)
+    decoder = SseDecoder(40)  # the typed event's four lines are 31 bytes; the lone data line 47
     assert decoder.feed(chunk) == [
         SseEvent(None, b"a", None),
         SseEvent("t", b"b\nc", "9"),
