@@ -394,8 +394,7 @@ class ObservedCalls:
         self, call: EchoedCall, observed: ObservedCall, warnings: WarningLog, position: int | None = None
     ) -> bool:
         """Whether the echo agrees with what was streamed; a warning when it does not."""
-        name_ok = call.name == observed.name
-        arguments_ok = observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
+        name_ok, arguments_ok = _agreement(call, observed)
         if name_ok and arguments_ok:
             return True
         siblings = (
@@ -525,11 +524,18 @@ def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
     return found if found is not None and len(found) >= min_parts else None
 
 
+def _agreement(call: EchoedCall, observed: ObservedCall) -> tuple[bool, bool]:
+    """Whether an echo's name, and its arguments, are the call streamed's (arguments cut when recorded
+    agree with any)."""
+    return call.name == observed.name, observed.arguments_cut or _same_arguments(
+        call.arguments, observed.arguments
+    )
+
+
 def _agrees(call: EchoedCall, observed: ObservedCall) -> bool:
     """Whether an echo is the call streamed (``ObservedCalls._compare``'s test, without its warning)."""
-    return call.name == observed.name and (
-        observed.arguments_cut or _same_arguments(call.arguments, observed.arguments)
-    )
+    name_ok, arguments_ok = _agreement(call, observed)
+    return name_ok and arguments_ok
 
 
 def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:
