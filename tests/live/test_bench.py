@@ -28,6 +28,7 @@ HEADERS = (
     "annotate: the log line (a record, or held for a shared one)",
     "the log records (as the flow is annotated, or shared a tenth of a second later)",
     "The whole addon adds",
+    "== proxy: the collector's work per short flow, by generation",
     "== proxy: latency added per event",
     "added by the addon: p50",
     "== proxy: the proxy's thread per flow, by the length of the request",
@@ -108,3 +109,17 @@ def test_bench_all_quick_prints_every_table():
         re.MULTILINE,
     )
     assert len(parts) >= 12 and all(float(calls) > 0 for *_, calls in parts), parts
+    # The collector was counted in each of its five mitmdumps, and its two probes switched off what they name.
+    section = run.stdout.split("== proxy: the collector's work per short flow, by generation")[1]
+    rows = re.findall(
+        r"^(.+?)\s+(\d+\.\d{4} \d+\.\d{4} \d+\.\d{4})\s+([\d. ]+?)\s+(\d+\.\d)$", section, re.MULTILINE
+    )
+    assert [row[0].strip() for row in rows] == [
+        "identity callable",
+        "core off-process + a line a flow",
+        "addon.py, its plumbing alone (a probe)",
+        "addon.py",
+        "addon.py, its result taken off each flow (a probe)",
+    ], section[:2000]
+    assert "addon.py, its plumbing alone (a probe): annotate, redact, request switched off" in section
+    assert "addon.py, its result taken off each flow (a probe): result switched off" in section

@@ -7,7 +7,9 @@ and why). ``--set addon_without=PART,PART`` names the parts, switched off once t
 - ``session``: placing each result in its agent session (loop warnings);
 - ``summary``: the summary line (the comment and the log line say a constant);
 - ``redact``: taking the API keys out of the stored request;
-- ``annotate``: everything done with a result (metadata, comment, marker, log line, session, echo index).
+- ``annotate``: everything done with a result (metadata, comment, marker, log line, session, echo index);
+- ``result``: the result taken off the flow once the addon's response hook is done (as if mitmproxy let
+  each flow go at once: what keeping it on the flow costs the collector).
 
 What is left always runs as the addon runs it: classification, the worker's round trip, the body kept.
 Not a configuration to use: the flows lose what was switched off.
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 from mitmproxy import ctx
 
-PARTS = ("request", "session", "summary", "redact", "annotate")
+from toolcall_lens.view import METADATA_KEY
+
+PARTS = ("request", "session", "summary", "redact", "annotate", "result")
 
 
 class Unplaced:
@@ -41,6 +45,9 @@ class Unplaced:
 
 
 class AddonWithout:
+    def __init__(self) -> None:
+        self.parts: set[str] = set()
+
     def load(self, loader) -> None:
         loader.add_option("addon_without", str, "", f"Parts of addon.py switched off: {', '.join(PARTS)}.")
 
@@ -49,6 +56,7 @@ class AddonWithout:
         unknown = parts - set(PARTS)
         if unknown:
             raise ValueError(f"addon_without: unknown parts {sorted(unknown)}; known: {PARTS}")
+        self.parts = parts
         lens = ctx.master.addons.get("toolcalllens")
         module = type(lens).response.__globals__  # the names addon.py's hooks call
         if "request" in parts:
@@ -62,6 +70,11 @@ class AddonWithout:
         if "annotate" in parts:  # the flow's state is let go as annotating would
             lens._annotate = lambda flow, *args, **kwargs: lens._forget(flow)
         print(f"addon_without: {', '.join(sorted(parts)) or 'nothing'} switched off", flush=True)
+
+    def response(self, flow) -> None:
+        # Loaded after addon.py: its response hook, awaited, is done by now.
+        if "result" in self.parts:
+            flow.metadata.pop(METADATA_KEY, None)
 
     def done(self) -> None:
         lens = ctx.master.addons.get("toolcalllens")
