@@ -23,6 +23,7 @@ class Collector:
     def __init__(self) -> None:
         self.flows = 0
         self.counted_from: list[int] | None = None  # each generation's collections when counting began
+        self.after = 0  # the flows seen when counting began
         self.spent = [0, 0, 0]
         self.started: int | None = None
 
