@@ -27,9 +27,11 @@ from .traffic import ADDON, ADDONS, HEADERS, children_cpu_seconds, cpu_seconds, 
 from .upstream import start_upstream
 
 # Probes of the short flows (``addons/addon_without.py``): the addon with parts of its per-flow work off.
+# The addon's plumbing alone: classification, the worker's round trip, the body kept.
+PLUMBING = "request,redact,annotate"
 WITHOUT = (
     ("addon.py without request reading, session, summary", "request,session,summary"),
-    ("addon.py without request reading, redaction, annotation", "request,redact,annotate"),
+    ("addon.py without request reading, redaction, annotation", PLUMBING),
 )
 # A reference of the short flows: the two references in one mitmdump, the bare core in a worker and what
 # the addon shows of each flow (a comment, the metadata, one log line). The least an addon of this design
@@ -187,6 +189,11 @@ def addon_parts(upstream_port: int, bodies: list[bytes], clients: int, expected,
         print("FAILURES: addon_parts printed nothing")
 
 
+def said_by(process, prefix: str) -> list[str]:
+    """The lines a script printed in ``process``'s output under ``prefix``, without it."""
+    return [line.removeprefix(prefix) for line in process.lines if line.startswith(prefix)]
+
+
 # The collector's work per short flow (``addons/collector.py``, loaded after each proxy's own scripts):
 # (label, scripts, options).
 COLLECTED = (
@@ -195,7 +202,7 @@ COLLECTED = (
     (
         "addon.py, its plumbing alone (a probe)",
         (ADDON, ADDONS / "addon_without.py"),
-        ("addon_without=request,redact,annotate",),
+        (f"addon_without={PLUMBING}",),
     ),
     ("addon.py", (ADDON,), ()),
     (
@@ -227,14 +234,10 @@ def collector(upstream_port: int, bodies: list[bytes], clients: int, expected, q
                 throughput_run(port, bodies, clients, expected)
         finally:
             process.stop()
-        probe = [
-            line.removeprefix("addon_without: ")
-            for line in process.lines
-            if line.startswith("addon_without: ")
-        ]
+        probe = said_by(process, "addon_without: ")
         if probe:  # what the probe switched off, as it said
             notes.append(f"{label}: {'; '.join(probe)}")
-        said = [line.removeprefix("collector: ") for line in process.lines if line.startswith("collector: ")]
+        said = said_by(process, "collector: ")
         parts = said[-1].split("; ") if said else []
         if len(parts) != 3:
             rows.append([label, "-", "-", "-"])
@@ -565,11 +568,7 @@ def bench_proxy(args) -> None:
         print(f"identity + a line a flow ({source}): {lines} log lines written")
     for label, _ in WITHOUT:  # what each probe switched off, and the log lines its flows still got
         process = proxies[(label, "provider")][0]
-        said = [
-            line.removeprefix("addon_without: ")
-            for line in process.lines
-            if line.startswith("addon_without: ")
-        ]
+        said = said_by(process, "addon_without: ")
         lines = [line for line in process.lines if " toolcall-lens POST " in line]
         constant = sum(line.endswith(": a summary") for line in lines)
         errors = sum("Addon error" in line for line in process.lines)  # a probe that broke the addon
