@@ -176,7 +176,7 @@ def addon_parts(upstream_port: int, bodies: list[bytes], clients: int, expected,
         throughput_run(port, bodies, clients, expected)
     finally:
         process.stop()
-    rows = [line.removeprefix("addon_parts: ").split("\t") for line in process.lines]
+    rows = [line.split("\t") for line in said_by(process, "addon_parts: ")]
     rows = [row for row in rows if len(row) == 3]
     print(table(["part (thread CPU where mitmdump calls it)", "us a flow", "calls a flow"], rows))
     print(
@@ -552,17 +552,14 @@ def bench_proxy(args) -> None:
     # The proxies have stopped: what the garbage collector cost inside the core callable's mitmdump.
     for source in ("upstream", "provider"):
         process = proxies[("core callable", source)][0]
-        said = [line for line in process.lines if line.startswith("core_stream gc: ")]
+        said = said_by(process, "core_stream gc: ")
         print(
             f"garbage collection inside mitmdump with the core callable ({source}, every run above): "
-            + (said[-1].removeprefix("core_stream gc: ") if said else "not reported")
+            + (said[-1] if said else "not reported")
         )
         process = proxies[("core off-process", source)][0]
-        said = [line for line in process.lines if line.startswith("offproc_stream: ")]
-        print(
-            f"core off-process ({source}): "
-            + (said[-1].removeprefix("offproc_stream: ") if said else "its worker's results not reported")
-        )
+        said = said_by(process, "offproc_stream: ")
+        print(f"core off-process ({source}): " + (said[-1] if said else "its worker's results not reported"))
         process = proxies[("identity + a line a flow", source)][0]
         lines = sum(" toolcall-lens POST " in line for line in process.lines)
         print(f"identity + a line a flow ({source}): {lines} log lines written")
@@ -579,11 +576,11 @@ def bench_proxy(args) -> None:
         )
     # Both its scripts ran: the worker's results and the log lines of its flows.
     process = proxies[(DESIGN, "provider")][0]
-    said = [line for line in process.lines if line.startswith("offproc_stream: ")]
+    said = said_by(process, "offproc_stream: ")
     lines = sum(" toolcall-lens POST " in line for line in process.lines)
     print(
         f"{DESIGN} (provider): "
-        + (said[-1].removeprefix("offproc_stream: ") if said else "its worker's results not reported")
+        + (said[-1] if said else "its worker's results not reported")
         + f"; {lines} log lines written"
     )
     bench_long_requests(args)
