@@ -319,6 +319,24 @@ class ContentDecoder:
         self._stages = []
 
 
+class TooLarge(ValueError):
+    """A body that decodes to its cap or more (``decode_body``)."""
+
+
+def decode_body(body: bytes, encoding: str, max_output_bytes: int) -> bytes:
+    """A whole body (a request's: Codex sends its own zstd-compressed) decoded, at most
+    ``max_output_bytes``. Raises ValueError saying why it cannot be: a coding not read here, input that
+    does not decode or ends early; TooLarge (a ValueError) for output that reaches the cap."""
+    decoder = ContentDecoder(encoding, max_output_bytes)
+    out = decoder.decode(body)
+    out += decoder.flush()
+    if decoder.error is not None:
+        raise ValueError(f"its content-encoding {encoding!r} does not decode ({decoder.error})")
+    if decoder.exceeded:
+        raise TooLarge(f"it decodes to {max_output_bytes} bytes or more, the cap")
+    return out
+
+
 class ContentEncoder:
     """A Content-Encoding (or a chain of them) applied to a stream as it goes: every ``encode`` ends in a
     flush, so what it returns decodes at once to all the data given so far; ``finish`` ends the stream."""

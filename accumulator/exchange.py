@@ -4,6 +4,7 @@ ours; and the result of a whole one, read the same way wherever it comes from.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -45,11 +46,13 @@ def classify(
     path: str | None = None,
     status: int | None = None,
     content_type: str | None = None,
-    request: bytes | str | dict | None = None,
+    request: bytes | str | dict | Callable[[], bytes | str | dict | None] | None = None,
     head: bytes | None = None,
 ) -> Exchange | None:
     """What this exchange is, from what is known of it: the request path, the response status and content
-    type, the request body, the first bytes of the response body. None: not an LLM exchange we read.
+    type, the request body (or a function of no arguments that returns it, called only where the body
+    decides: a request may be a MiB, compressed), the first bytes of the response body. None: not an LLM
+    exchange we read.
 
     The path says which API. On it, a status of 400 or more is an HTTP error; else the content type (or
     the path itself, for the streaming endpoints of Gemini, Bedrock and Vertex) says streamed or not, and
@@ -82,6 +85,8 @@ def classify(
 
 
 def _asked_to_stream(request) -> bool:
+    if callable(request):
+        request = request()
     if isinstance(request, bytes):
         if b'"stream"' not in request:
             return False  # the common case, without decoding the body

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accumulator.decoding import ContentDecoder, ContentEncoder, supported
+from accumulator.decoding import ContentDecoder, ContentEncoder, TooLarge, decode_body, supported
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -489,3 +489,33 @@ def test_every_encode_decodes_at_once_to_all_the_data_given_so_far(encoding):
     assert decoder.decode(encoder.finish()) == b"" and decoder.flush() == b"" and decoder.error is None
     with pytest.raises(ValueError, match="compress"):
         ContentEncoder("gzip, compress")
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODERS))
+def test_a_whole_body_is_decoded_in_one_call(encoding):
+    # A request's body, as Codex sends its own (zstd) and the worker reads it.
+    assert decode_body(ENCODERS[encoding](SAMPLE), encoding, BIG) == SAMPLE
+
+
+@pytest.mark.parametrize(
+    "encoding,body,why",
+    [
+        ("zstd", b"not zstd at all", "its content-encoding 'zstd' does not decode (zstd: "),
+        (
+            "gzip",
+            gzip(SAMPLE)[:-40],
+            "its content-encoding 'gzip' does not decode (gzip: the compressed stream is truncated)",
+        ),
+        (
+            "compress",
+            b"anything",
+            "its content-encoding 'compress' does not decode (unsupported content-encoding 'compress')",
+        ),
+        ("zstd", zstd.compress(SAMPLE), f"it decodes to {len(SAMPLE) - 1} bytes or more, the cap"),
+    ],
+)
+def test_a_whole_body_that_cannot_be_decoded_says_why(encoding, body, why):
+    with pytest.raises(ValueError) as raised:
+        decode_body(body, encoding, len(SAMPLE) - 1)
+    assert str(raised.value).startswith(why), str(raised.value)
+    assert isinstance(raised.value, TooLarge) == ("the cap" in why)

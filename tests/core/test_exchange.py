@@ -83,6 +83,31 @@ def test_on_an_llm_path_the_content_type_then_the_request_then_the_body_say_stre
     assert classify(path=CHAT, content_type="", head=b"<html>") is None
 
 
+def test_a_request_given_as_a_function_is_read_only_where_it_decides():
+    # The addon hands over its reading of the request (a MiB, perhaps compressed): headers that tell leave
+    # it unread; a response labelled neither way, or an error, reads it once.
+    read: list[int] = []
+
+    def request(body: bytes = b'{"stream": true}'):
+        return lambda: read.append(1) or body
+
+    for path, status, content_type in (
+        (CHAT, 200, "text/event-stream"),
+        (CHAT, 200, "application/json"),
+        (GEMINI_STREAM, 200, "text/plain"),
+        (GEMINI_STREAM, 503, ""),
+        ("/proxy/x", 200, "text/event-stream"),
+    ):
+        assert classify(path=path, status=status, content_type=content_type, request=request()) is not None
+    assert read == []
+    assert classify(path=CHAT, content_type="text/plain", request=request()) == Exchange(
+        STREAM, "openai-chat"
+    )
+    assert classify(path=CHAT, status=500, request=request()) == Exchange(HTTP_ERROR, "openai-chat", True)
+    assert classify(path=CHAT, content_type="", request=request(b'{"model": "m"}')) is None
+    assert read == [1, 1, 1]
+
+
 def test_a_whole_exchange_is_read_with_its_status_reason_type_encoding_and_request():
     error = analyze_exchange(
         Exchange(HTTP_ERROR, "openai-chat", True),
