@@ -4,7 +4,8 @@ Formats, by path (POST): OpenAI Chat Completions `…/chat/completions`, OpenAI 
 Anthropic Messages `…/messages`, Cohere v2 `/v2/chat`, Ollama `/api/chat` (scenario = the body's "model");
 Gemini `…/models/{scenario}:streamGenerateContent[?alt=sse]` and `:generateContent`; Bedrock
 `/model/{scenario}/converse-stream`, `/converse`, `/invoke-with-response-stream`, `/invoke`.
-Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd),
+A request body may come compressed (Content-Encoding gzip, deflate, br or zstd, as Codex sends its
+own): it is read decoded. Request headers: X-Fake-Delay (seconds between events), X-Fake-Encoding (gzip, deflate, br or zstd),
 X-Fake-Framing: length (a Content-Length body instead of chunks), X-Fake-Chunking: hostile (each event also
 cut at hostile points, `accumulator.boundaries`, one write per piece), X-Fake-Fault (see FAULTS) with
 X-Fake-Size and X-Fake-Drip-Bytes. GET /health, GET /v1/models, GET /release (lets `gated` streams go on).

@@ -10,6 +10,8 @@ from urllib.parse import parse_qs, unquote
 
 import orjson
 
+from accumulator.decoding import TooLarge, decode_body
+
 from .agent import AGENT
 from .bodies import FORMAT_SCENARIOS
 from .wire import ENCODINGS, sha256
@@ -82,9 +84,17 @@ def route(path: str) -> tuple[str, str | None, bool | None] | None:
 
 
 def json_body(request: Request) -> dict:
-    """The request's body as a JSON object; a 400 otherwise."""
+    """The request's body as a JSON object, decoded first when it has a Content-Encoding (OpenAI's backend
+    reads Codex's zstd-compressed requests so); a 400 otherwise, a 413 if it decodes past the cap."""
+    body = request.body
+    coding = request.headers.get("content-encoding", "").strip()
+    if coding:
+        try:
+            body = decode_body(body, coding, MAX_BODY_BYTES + 1)
+        except ValueError as exc:
+            raise Refused(413 if isinstance(exc, TooLarge) else 400, f"request body: {exc}") from None
     try:
-        payload = orjson.loads(request.body)
+        payload = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise Refused(400, "body is not JSON") from None
     if not isinstance(payload, dict):

@@ -932,6 +932,11 @@ def test_gated_holds_any_format_after_its_first_event(port):
 # -- compressed ----------------------------------------------------------------------------------------------
 
 
+def gzip_compress(data: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=31)
+    return compressor.compress(data) + compressor.flush()
+
+
 def decompressor(encoding: str) -> Callable[[bytes], bytes]:
     if encoding in ("gzip", "deflate"):
         return zlib.decompressobj(wbits=31 if encoding == "gzip" else 15).decompress
@@ -981,6 +986,39 @@ def test_compressed_non_streamed_response(port):
     assert (status, headers["content-encoding"]) == (200, "br")
     assert hashlib.sha256(data).hexdigest() == headers["x-body-sha256"]
     assert json.loads(brotli.decompress(data)) == fp.final_response("anthropic-messages", "interleaved")
+
+
+@pytest.mark.parametrize("encoding", fp.ENCODINGS)
+def test_a_compressed_request_body_is_read_decoded(port, encoding):
+    # Codex sends its requests zstd-compressed, and OpenAI's backend reads them: so does this provider.
+    compress = {"gzip": gzip_compress, "deflate": zlib.compress, "br": brotli.compress, "zstd": zstd.compress}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=SAFETY_TIMEOUT)
+    try:
+        body = compress[encoding](json.dumps({"model": "interleaved", "stream": True}).encode())
+        resp = post(conn, body, {"Content-Encoding": encoding})
+        assert resp.status == 200 and resp.read() == fp.sse_body("interleaved")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        (
+            b"\x28\xb5\x2f\xfd" + b"\xff" * 50,
+            400,
+            "request body: its content-encoding 'zstd' does not decode",
+        ),
+        (zstd.compress(b" " * (fp.MAX_BODY_BYTES + 1)), 413, "request body: it decodes to"),
+    ],
+)
+def test_a_compressed_request_body_that_cannot_be_read_is_refused(port, body, status, words):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=SAFETY_TIMEOUT)
+    try:
+        resp = post(conn, body, {"Content-Encoding": "zstd"})
+        assert resp.status == status and words in json.loads(resp.read())["error"]["message"]
+    finally:
+        conn.close()
 
 
 def test_unknown_encoding_is_400(port):
