@@ -43,7 +43,7 @@ from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
 from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
-from toolcall_lens.worker import AnalysisWorker, price, read_request
+from toolcall_lens.worker import AnalysisWorker, price, read_request, request_as_sent
 
 logger = logging.getLogger("toolcall_lens")
 
@@ -185,9 +185,9 @@ class ToolcallLens:
     def _examine(self, flow: http.HTTPFlow, format: str, sent: float | None = None) -> None:
         """The request's echo check and session facts, read now, as the worker reads a stream's
         (``read_request``; ``sent``: when it was sent, for a check made after, as its response comes)."""
-        raw = flow.request.raw_content
+        raw, coding = request_as_sent(flow.request)
         facts, echoes, evidence, failed = read_request(
-            self.observed, flow.request.get_content(strict=False), format, sent
+            self.observed, raw, format, sent, coding, self._settings().limits
         )
         if failed is not None:  # the result still says a check was tried, and why it has nothing to say
             logger.warning("toolcall-lens: echo check failed: %s", failed)
@@ -275,11 +275,14 @@ class ToolcallLens:
     def _analyse_buffered(self, flow: http.HTTPFlow, exchange) -> None:
         """A buffered LLM response (a JSON message, an HTTP error), read and annotated here."""
         response = flow.response
+        # What the request hook read of the request, if it still is what went out: not read again.
+        turn = self.turn_facts.get(flow.id)
+        facts = turn.request if turn is not None and turn.read_from is flow.request.raw_content else None
         try:
             result = analyze_exchange(
                 exchange,
                 response.get_content(strict=False) or b"",
-                request=flow.request.get_content(strict=False),
+                request=facts if facts is not None else flow.request.get_content(strict=False),
                 status=response.status_code,
                 reason=response.reason,
                 content_type=response.headers.get("content-type", ""),
@@ -454,11 +457,13 @@ class ToolcallLens:
         content_type = response.headers.get("content-type", "")
         if not maybe_llm(flow.request.path, content_type) or not self._host_watched(flow):
             return None
+        request = flow.request
         return classify(
-            path=flow.request.path,
+            path=request.path,
             status=response.status_code,
             content_type=content_type,
-            request=flow.request.get_content(strict=False),
+            # Read only where it decides: a stream's request (a MiB, perhaps compressed) is read in the worker.
+            request=lambda: request.get_content(strict=False),
         )
 
     def _host_watched(self, flow: http.HTTPFlow) -> bool:

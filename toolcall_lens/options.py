@@ -25,7 +25,8 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
     ("event_cap", int, DEFAULT_LIMITS.max_event_bytes,
      "Largest single stream event analysed, in bytes; a larger one is dropped with a warning."),
     ("decoded_cap", int, DEFAULT_LIMITS.max_decoded_bytes,
-     "Bytes of each LLM response body analysed (after decompression); the rest passes unread, with a warning."),
+     ("Bytes of each LLM response body analysed (after decompression); the rest passes unread, with a "
+      "warning. A compressed request that decodes past it is not read (its result's evidence says so).")),
     ("max_calls", int, DEFAULT_LIMITS.max_calls,
      "Tool calls rebuilt per LLM response; later ones are counted, not kept, with a warning."),
     ("argument_cap", int, DEFAULT_LIMITS.max_argument_chars,

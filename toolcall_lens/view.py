@@ -72,7 +72,7 @@ def _exchange(data: bytes, metadata: contentviews.Metadata):
             path=flow.request.path,
             status=response.status_code,
             content_type=response.headers.get("content-type"),
-            request=flow.request.get_content(strict=False),
+            request=lambda: flow.request.get_content(strict=False),
             head=data,
         )
         if exchange is not None and exchange.format is not None:

@@ -13,7 +13,7 @@ from accumulator.request import RequestFacts
 from accumulator.rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from accumulator.rewrite.formats import skip_reason
 
-from .worker import FAILED, AnalysisWorker, RemoteAccumulator, describe, remote_settings
+from .worker import FAILED, AnalysisWorker, RemoteAccumulator, describe, remote_settings, request_as_sent
 
 # Chunks held before they are fed, each with its arrival time. Fed one at a time, between two chunks of a
 # flow the proxy runs everything else (other flows, its own layers) and the core starts each feed with
@@ -371,7 +371,7 @@ def open_watch(
     headers = flow.response.headers
     # The clock the timing facts count from: when mitmproxy had the whole request.
     started = flow.request.timestamp_end or flow.request.timestamp_start
-    request = facts if facts is not None else flow.request.get_content(strict=False)
+    request = facts
     encoding = headers.get("content-encoding", "")
     rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
     try:
@@ -380,14 +380,22 @@ def open_watch(
         defer = None
     upstream = None
     if worker is not None and defer is not None and not rewrite:  # None: no worker to be had
-        remote = remote_settings(format, request, encoding or None, started, settings.limits, price)
+        # The body as it came: the worker decodes a compressed one (Codex's), not the proxy's thread.
+        body, coding = request_as_sent(flow.request) if facts is None else (None, None)
+        remote = remote_settings(
+            format, body if facts is None else facts, encoding or None, started, settings.limits, price
+        )
         remote["flow_id"] = flow.id  # the worker keeps its calls under it, for later echo checks
+        if coding is not None:
+            remote["request_encoding"] = coding
         if read_request and facts is None:
             remote["read_request"] = True
             remote["index_size"] = settings.index_size
             remote["index_bytes"] = settings.index_bytes
         upstream = worker.open(remote, settings.prices)
-    if upstream is None:
+    if upstream is None:  # analysed here (a rewrite's accumulators too): the body is read here
+        if request is None:
+            request = flow.request.get_content(strict=False)
         upstream = StreamAccumulator(
             format, request=request, encoding=encoding or None, started_at=started, limits=settings.limits
         )

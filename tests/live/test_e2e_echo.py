@@ -17,6 +17,8 @@ import pytest
 from lab import BIN, start_fake_provider, start_mitmdump
 from mitmproxy import io as mio
 
+from accumulator.decoding import ContentEncoder
+
 QUESTION = "Find the circulars and my profile."
 CHAT_TOOLS = [
     {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
@@ -24,9 +26,16 @@ CHAT_TOOLS = [
 ]
 
 
-def post(port: int, path: str, body: dict, case: str) -> bytes:
+def post(port: int, path: str, body: dict, case: str, coding: str | None = None) -> bytes:
+    """One request; ``coding``: its body compressed so (Content-Encoding), as Codex sends its own."""
+    headers = {"Content-Type": "application/json", "X-Test-Case": case}
+    data = json.dumps(body).encode()
+    if coding is not None:
+        encoder = ContentEncoder(coding)
+        data = encoder.encode(data) + encoder.finish()
+        headers["Content-Encoding"] = coding
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", "X-Test-Case": case})
+    conn.request("POST", path, data, headers)
     data = conn.getresponse().read()
     conn.close()
     return data
@@ -154,30 +163,34 @@ def converse(port: int) -> None:
     ):
         pass
 
-    # Responses API, by a recency client, then by the SDK.
+    # Responses API, by a recency client (its requests plain, then zstd-compressed as Codex sends its
+    # own to OpenAI's backend), then by the SDK.
     tools = [
         {"type": "function", "name": n, "parameters": {"type": "object"}}
         for n in ("search_circulars", "get_user_profile")
     ]
-    body = post(
-        port,
-        "/v1/responses",
-        {"model": "interleaved", "stream": True, "input": QUESTION, "tools": tools},
-        "responses/recency/1",
-    )
-    calls = recency_responses(body)
-    items = [{"role": "user", "content": QUESTION}]
-    items += [
-        {"type": "function_call", "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
-        for c in calls
-    ]
-    items += [{"type": "function_call_output", "call_id": c["id"], "output": "ok"} for c in calls]
-    post(
-        port,
-        "/v1/responses",
-        {"model": "text", "stream": True, "input": items, "tools": tools},
-        "responses/recency/2",
-    )
+    for api, coding in (("responses", None), ("responses-zstd", "zstd")):
+        body = post(
+            port,
+            "/v1/responses",
+            {"model": "interleaved", "stream": True, "input": QUESTION, "tools": tools},
+            f"{api}/recency/1",
+            coding,
+        )
+        calls = recency_responses(body)
+        items = [{"role": "user", "content": QUESTION}]
+        items += [
+            {"type": "function_call", "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+            for c in calls
+        ]
+        items += [{"type": "function_call_output", "call_id": c["id"], "output": "ok"} for c in calls]
+        post(
+            port,
+            "/v1/responses",
+            {"model": "text", "stream": True, "input": items, "tools": tools},
+            f"{api}/recency/2",
+            coding,
+        )
     with client.responses.stream(
         model="interleaved", input=QUESTION, tools=tools, extra_headers={"X-Test-Case": "responses/sdk/1"}
     ) as stream:
@@ -276,10 +289,14 @@ def echo_warnings(flow) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("api", ["chat", "responses", "responses-zstd", "anthropic"])
 def test_a_recency_client_is_caught_by_its_own_follow_up(session, api):
+    # responses-zstd: the requests compressed, as Codex sends its own: read in the addon's worker.
     flows, _ = session
     first, follow_up = flows[f"{api}/recency/1"], flows[f"{api}/recency/2"]
+    if api == "responses-zstd":
+        assert follow_up.request.headers["content-encoding"] == "zstd"
+        assert follow_up.metadata["toolcall_lens"]["evidence"]["checked"] == 4  # two calls, two results
     found = echo_warnings(follow_up)
     assert [w["code"] for w in found] == ["client-misassembled", "client-misassembled"]
     assert {w["earlier_flow"] for w in found} == {first.id}

@@ -22,10 +22,11 @@ import fake_provider as fp
 import pytest
 from lab import children, memory, start_mitmdump
 from mitmproxy.test import taddons
-from streams import call, choice, chunk, sse, tool_chunk
+from streams import call, chat_message, choice, chunk, sse, tool_chunk
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
+from accumulator.decoding import ContentEncoder
 from accumulator.limits import DEFAULT_LIMITS, Limits
 from toolcall_lens import worker as worker_module
 from toolcall_lens.watch import StreamWatch
@@ -673,6 +674,190 @@ def test_a_streams_request_is_read_in_the_worker_and_goes_there_as_it_is(monkeyp
     assert [w["code"] for w in remote["warnings"]] == [w["code"] for w in local["warnings"]] == codes
     assert remote["evidence"] == local["evidence"]  # the echo check, made in the worker
     assert remote["evidence"]["reason"] == "the request echoes no tool call and answers none"
+
+
+def compressed(data: bytes, coding: str) -> bytes:
+    encoder = ContentEncoder(coding)
+    return encoder.encode(data) + encoder.finish()
+
+
+def compressed_flow(request: dict | None, coding: str, body: bytes | None = None):
+    """A Chat Completions stream's flow whose request went compressed, as Codex sends its own."""
+    from test_addon import llm_flow
+
+    flow = llm_flow(request=request)
+    flow.request.headers["content-encoding"] = coding
+    flow.request.raw_content = body if body is not None else compressed(flow.request.raw_content, coding)
+    return flow
+
+
+async def compressed_through(flow, worker: bool, opened: list | None = None, **options) -> dict:
+    """``flow`` through the addon, with the worker or in the proxy; ``opened`` gets what each flow's
+    opening message carried: (the body's Content-Encoding, whether its body was the request's bytes as
+    they came)."""
+    from test_addon import PRODUCTION, pieces
+
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_worker=worker, **options)
+        real = lens.worker.send
+
+        def send(key, op, payload, flush=True, raw=None):
+            if op == worker_module.OPEN and opened is not None:
+                opened.append((payload.get("request_encoding"), raw is flow.request.raw_content))
+            return real(key, op, payload, flush, raw)
+
+        lens.worker.send = send
+        assert lens.request(flow) is None
+        lens.responseheaders(flow)
+        out = [flow.response.stream(piece) for piece in pieces(PRODUCTION, 7)]
+        out.append(flow.response.stream(b""))
+        pending = lens.response(flow)
+        if pending is not None:
+            await pending
+        lens.done()
+    assert b"".join(out) == PRODUCTION  # the client's bytes, untouched
+    return flow.metadata["toolcall_lens"]
+
+
+@pytest.mark.parametrize("coding", ["zstd", "gzip", "br"])
+def test_a_compressed_request_is_decoded_in_the_worker_not_on_the_proxys_thread(monkeypatch, coding):
+    # Codex sends its requests zstd-compressed (a whole conversation: 560 KB at the median, MiBs at the
+    # tail), and decoding 800 KiB of one costs 1 to 2 ms. With the worker, the proxy's thread decodes none
+    # of it: the body goes there as it came, with its coding, and the worker decodes and reads it (what it
+    # declares of tools, its echo check). In the proxy it is decoded once, by the addon's capped decoder.
+    from mitmproxy.net import encoding
+    from test_addon import PRODUCTION
+
+    request = {
+        "model": "gpt-test",
+        "stream": True,
+        "parallel_tool_calls": False,
+        "tools": [{"type": "function", "function": {"name": "search_circulars", "parameters": {}}}],
+        "messages": [{"role": "user", "content": "find them " * 50_000}],
+    }
+    decodes: list[str] = []
+    real_mitmproxy, real_addon = encoding.decode, worker_module.decode_body
+    monkeypatch.setattr(
+        encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
+    )
+    monkeypatch.setattr(worker_module, "decode_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    opened: list[tuple] = []
+
+    async def both():  # on one loop: mitmproxy's log handler outlives a test master
+        found = []
+        for worker in (True, False):
+            decodes.clear()
+            found.append(
+                (await compressed_through(compressed_flow(request, coding), worker, opened), list(decodes))
+            )
+        return found
+
+    (remote, with_worker), (local, in_proxy) = asyncio.run(asyncio.wait_for(both(), 60))
+    assert with_worker == [] and in_proxy == ["addon"]
+    assert opened == [(coding, True)]  # the body as it came, and its coding: the worker decodes it
+    codes = [w["code"] for w in analyze(PRODUCTION, request=request)["warnings"]]
+    assert {"undeclared-tool", "parallel-disabled"} <= set(codes)  # read from the decoded request
+    assert [w["code"] for w in remote["warnings"]] == [w["code"] for w in local["warnings"]] == codes
+    assert remote["evidence"] == local["evidence"]
+    assert remote["evidence"]["reason"] == "the request echoes no tool call and answers none"
+
+
+def test_a_buffered_responses_compressed_request_is_decoded_and_read_once(monkeypatch):
+    # A non-streamed response is analysed in the proxy, with or without the worker: its request, decoded
+    # and read as the request (or response) hook checks it, is not decoded and read again for the
+    # response's analysis (what it declares of tools).
+    from mitmproxy.net import encoding
+
+    decodes: list[str] = []
+    real_mitmproxy, real_addon = encoding.decode, worker_module.decode_body
+    monkeypatch.setattr(
+        encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
+    )
+    monkeypatch.setattr(worker_module, "decode_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    request = {"model": "m", "stream": False, "tools": [{"type": "function", "function": {"name": "a"}}]}
+
+    async def go(worker: bool) -> tuple[dict, list[str]]:
+        lens = addon_module.ToolcallLens()
+        decodes.clear()
+        with taddons.context(lens) as tctx:
+            tctx.configure(lens, toolcall_lens_worker=worker)
+            flow = compressed_flow(request, "zstd")
+            flow.response.headers["content-type"] = "application/json"
+            flow.response.content = chat_message([("c1", "a", "{}"), ("c2", "b", "{}")])
+            pending = lens.request(flow)
+            if pending is not None:
+                await pending
+            lens.responseheaders(flow)
+            pending = lens.response(flow)
+            if pending is not None:
+                await pending
+            lens.done()
+        return flow.metadata["toolcall_lens"], list(decodes)
+
+    async def both():
+        return [await go(worker) for worker in (True, False)]
+
+    for result, decoded in asyncio.run(asyncio.wait_for(both(), 60)):
+        assert decoded == ["addon"]
+        assert [w["code"] for w in result["warnings"]] == ["undeclared-tool"]  # b: a is declared
+        assert result["streamed"] is False
+
+
+@pytest.mark.parametrize(
+    "body,options,why",
+    [
+        (b"\x28\xb5\x2f\xfd" + b"\xff" * 50, {}, "its content-encoding 'zstd' does not decode (zstd: "),
+        (compressed(b"{}" + b" " * 5000, "zstd"), {"toolcall_lens_decoded_cap": 4096}, "it decodes to 4096 "),
+    ],
+)
+def test_a_compressed_request_that_cannot_be_read_is_said_on_the_result_and_costs_the_flow_nothing_else(
+    body, options, why, caplog
+):
+    # A body that does not decode, or decodes past the cap (toolcall_lens_decoded_cap, as for responses):
+    # the result's evidence and the log say so, with the worker and in the proxy alike; the stream is
+    # analysed as ever and the client's bytes are untouched.
+    async def both():
+        return [
+            await compressed_through(compressed_flow(None, "zstd", body), w, **options) for w in (True, False)
+        ]
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        results = asyncio.run(asyncio.wait_for(both(), 60))
+    said = f"the request's body cannot be read: {why}"
+    for result in results:
+        assert [c["name"] for c in result["choices"][0]["tool_calls"]] == [
+            "search_circulars",
+            "get_user_profile",
+        ]
+        assert result["evidence"]["reason"].startswith(said), result["evidence"]
+    logged = [r.getMessage() for r in caplog.records if "echo check failed" in r.getMessage()]
+    assert len(logged) == 2 and all(
+        line.startswith(f"toolcall-lens: echo check failed: {said}") for line in logged
+    )
+
+
+def test_a_request_whose_content_encoding_lies_is_read_as_it_came_in_the_worker_too(caplog):
+    # Content-Encoding says zstd, the body is plain JSON: read as it came (mitmproxy's lenient reading,
+    # which the proxy's reading kept), with the worker as in the proxy.
+    request = {
+        "model": "gpt-test",
+        "stream": True,
+        "parallel_tool_calls": False,
+        "tools": [{"type": "function", "function": {"name": "search_circulars", "parameters": {}}}],
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+
+    async def both():
+        plain = json.dumps(request).encode()
+        return [await compressed_through(compressed_flow(None, "zstd", plain), w) for w in (True, False)]
+
+    with caplog.at_level("WARNING", logger="toolcall_lens"):
+        results = asyncio.run(asyncio.wait_for(both(), 60))
+    for result in results:
+        assert {"undeclared-tool", "parallel-disabled"} <= {w["code"] for w in result["warnings"]}
+        assert result["evidence"]["reason"] == "the request echoes no tool call and answers none"
+    assert not [r for r in caplog.records if "echo check failed" in r.getMessage()]
 
 
 def test_a_request_the_worker_fails_to_read_is_said_on_the_result_and_in_the_proxys_log(
