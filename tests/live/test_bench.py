@@ -56,6 +56,11 @@ def test_bench_all_quick_prints_every_table():
     # Every contender rebuilt the generated calls (the floor rebuilds none and says "-").
     assert "WRONG" not in run.stdout
     assert "FAILURES" not in run.stdout
+    # Long requests, plain and compressed as Codex sends its own: a row each, both ways of analysing.
+    for coding in ("none", "zstd"):
+        assert re.search(
+            rf"^20 +{coding} +\d+ +\d+\.\d+ \d+\.\d+ +\d+\.\d+ \d+\.\d+$", run.stdout, re.MULTILINE
+        ), coding
     # The off-process reference proxy's worker answered every flow with a result holding its calls.
     said = [line for line in run.stdout.splitlines() if line.startswith("core off-process (")]
     assert len(said) == 2, said  # the long streams' proxy and the short flows'
