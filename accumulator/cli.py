@@ -30,12 +30,12 @@ import orjson
 
 from . import formats
 from .cost import PriceFileError, Prices, parse_price_file
-from .echo import ObservedCalls, add_evidence
+from .echo import ObservedCalls, add_evidence, no_evidence
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
-from .limits import Limits
+from .limits import DEFAULT_LIMITS, Limits
 from .report import format_report, results_of
-from .request import decoded
+from .request import decoded, request_body
 from .result import Result, add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .sessions import DEFAULT_LOOP_AFTER, Sessions, asked, format_session
@@ -56,6 +56,7 @@ class Job:
     request: dict | bytes | None
     encoding: str | None = None  # the Content-Encoding of a stream's body, decoded as the addon does
     echo_request: bytes | None = None  # a dump flow's own request: its echoes are checked, as live
+    request_unreadable: str | None = None  # why a dump flow's own request could not be read (its coding)
     rewrite: dict | None = None  # what --inject/--repair did to make this body
     status: int | None = None  # a dump flow's HTTP status, reason and content type
     reason: str = ""
@@ -218,7 +219,10 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         _price(prices, result, job.source.get("url"), job.started, facts.model)
         moments.append((result, job.started, job.stamps[2] if job.stamps else None, facts.model))
         if job.echo_request is not None:
-            add_evidence(result, *observed.examine(job.echo_request, format))
+            if job.request_unreadable is not None:
+                add_evidence(result, [], no_evidence(job.request_unreadable))
+            else:
+                add_evidence(result, *observed.examine(job.echo_request, format))
             sessions.place(
                 result,
                 job.source["flow_id"],
@@ -699,7 +703,14 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | Conne
             continue
         if not isinstance(flow, http.HTTPFlow) or flow.response is None:
             continue
-        flow_request = flow.request.get_content(strict=False)
+        # The request as the addon reads it: decoded as its Content-Encoding says (Codex compresses its
+        # own), or why it cannot be, which its result's evidence says as the addon's does.
+        unreadable = None
+        coding = flow.request.headers.get("content-encoding", "").strip() or None
+        try:
+            flow_request = request_body(flow.request.raw_content, coding, DEFAULT_LIMITS.max_decoded_bytes)
+        except ValueError as exc:
+            flow_request, unreadable = None, str(exc)
         response = flow.response
         content_type = response.headers.get("content-type", "")
         exchange = classify(
@@ -730,6 +741,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | Conne
                 request if request is not None else flow_request,
                 response.headers.get("content-encoding") if exchange.streamed else None,
                 flow_request or b"",
+                request_unreadable=unreadable,
                 status=response.status_code,
                 reason=response.reason,
                 content_type=content_type,

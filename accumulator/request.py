@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import orjson
 
 from . import formats
+from .decoding import TooLarge, decode_body
 
 
 @dataclass(slots=True, frozen=True)
@@ -27,6 +28,24 @@ def decoded(request) -> dict | None:
         except orjson.JSONDecodeError:
             return None
     return request if type(request) is dict else None
+
+
+def request_body(body: bytes | None, encoding: str | None, max_bytes: int) -> bytes | None:
+    """A request's body as it came, decoded as its Content-Encoding says (``encoding``; None: none), at
+    most ``max_bytes``: Codex compresses its own (zstd). A body that does not decode but is a JSON object
+    as it came (a Content-Encoding that lies) is read as it came, as mitmproxy reads it. ValueError saying
+    why it cannot be read otherwise (every front door says it so: the result's ``evidence``)."""
+    if encoding is None or body is None:
+        return body
+    try:
+        return decode_body(body, encoding, max_bytes)
+    except TooLarge as too_large:  # two names: mypyc types each by its first handler
+        why = str(too_large)
+    except ValueError as undecodable:
+        if decoded(body) is not None:
+            return body
+        why = str(undecodable)
+    raise ValueError(f"the request's body cannot be read: {why}")
 
 
 def request_facts(request, format: str | None = None) -> RequestFacts | None:

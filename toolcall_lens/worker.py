@@ -39,10 +39,9 @@ import orjson
 
 from accumulator import Connection, StreamAccumulator, sessions
 from accumulator.cost import Prices, parse_price_file
-from accumulator.decoding import TooLarge, decode_body
 from accumulator.echo import ObservedCalls, add_evidence, no_evidence
 from accumulator.limits import DEFAULT_LIMITS, Limits
-from accumulator.request import RequestFacts, decoded
+from accumulator.request import RequestFacts, decoded, request_body
 from accumulator.warnings import WarningLog
 from accumulator.websocket import MAX_RESULTS
 
@@ -153,23 +152,6 @@ def request_as_sent(request) -> tuple[bytes | None, str | None]:
     return request.raw_content, coding or None
 
 
-def decoded_request(body: bytes, encoding: str | None, limits: Limits) -> bytes:
-    """A request's body as ``request_as_sent`` gave it, decoded (at most ``limits.max_decoded_bytes``);
-    ValueError saying why it cannot be. A body that does not decode but is a JSON object as it came (a
-    Content-Encoding that lies) is read as it came, as mitmproxy reads it."""
-    if encoding is None:
-        return body
-    try:
-        return decode_body(body, encoding, limits.max_decoded_bytes)
-    except TooLarge as exc:
-        why = str(exc)
-    except ValueError as exc:
-        if decoded(body) is not None:
-            return body
-        why = str(exc)
-    raise ValueError(f"the request's body cannot be read: {why}")
-
-
 def read_request(
     observed: ObservedCalls,
     body,
@@ -185,7 +167,7 @@ def read_request(
     body's Content-Encoding (``request_as_sent``), decoded first."""
     if encoding is not None and body is not None:
         try:
-            body = decoded_request(body, encoding, limits)
+            body = request_body(body, encoding, limits.max_decoded_bytes)
         except ValueError as exc:  # said as it is: the body, not the check, is at fault
             return None, [], no_evidence(str(exc)), str(exc)
     try:
@@ -292,7 +274,7 @@ def serve(stdin, stdout) -> None:
                         asked[key] = (*where[:2], facts.model)
                 elif coding is not None and raw is not None:  # only the accumulator reads it
                     try:
-                        settings["request"] = decoded_request(raw, coding, settings["limits"])
+                        settings["request"] = request_body(raw, coding, settings["limits"].max_decoded_bytes)
                     except ValueError:  # its facts are lost, as for a body that is no JSON
                         settings["request"] = None
                 flows[key] = StreamAccumulator(settings.pop("format"), **settings)

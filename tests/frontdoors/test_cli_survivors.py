@@ -120,6 +120,26 @@ def test_a_dump_flows_echoes_are_checked_against_the_earlier_flows_calls(tmp_pat
     assert results[1]["evidence"]["earlier_flows"] == [first.id]
 
 
+def test_a_dump_flows_compressed_request_is_read_decoded_or_said_unreadable_as_live(tmp_path, capsys):
+    # Codex compresses its requests (zstd): the CLI reads a dump's as the addon reads them live, decoded
+    # (here gzip), and says in the result's evidence why one cannot be read (the addon's words).
+    first = http_flow(chat_stream([SEARCH, FETCH]), follow_up([]))
+    second = http_flow(chat_stream([]), follow_up([[SEARCH, FETCH]], answers={"call_1": "ok"}))
+    second.request.headers["content-encoding"] = "gzip"
+    second.request.raw_content = gzip.compress(second.request.raw_content)
+    third = http_flow(chat_stream([]), follow_up([[SEARCH, FETCH]]))
+    third.request.headers["content-encoding"] = "gzip"
+    third.request.raw_content = b"\x1f\x8b\x08\x00" + b"not gzip" * 10
+    code, results, _ = run_json(capsys, dump(tmp_path / "run.flows", first, second, third))
+    assert code == 1
+    assert warning(results[1], "unanswered-call")["id"] == "call_2"
+    assert results[1]["evidence"]["earlier_flows"] == [first.id]
+    evidence = results[2]["evidence"]
+    assert evidence["checked"] == 0 and evidence["reason"].startswith(
+        "the request's body cannot be read: its content-encoding 'gzip' does not decode (gzip: "
+    )
+
+
 # --- --inject/--repair (_rewrite 1, 2, 47, 48, 57, 61, 68; _read_bytes 8; _jobs 34) ------------------------
 
 

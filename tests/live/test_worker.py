@@ -737,11 +737,11 @@ def test_a_compressed_request_is_decoded_in_the_worker_not_on_the_proxys_thread(
         "messages": [{"role": "user", "content": "find them " * 50_000}],
     }
     decodes: list[str] = []
-    real_mitmproxy, real_addon = encoding.decode, worker_module.decode_body
+    real_mitmproxy, real_addon = encoding.decode, worker_module.request_body
     monkeypatch.setattr(
         encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
     )
-    monkeypatch.setattr(worker_module, "decode_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    monkeypatch.setattr(worker_module, "request_body", lambda *a: decodes.append("addon") or real_addon(*a))
     opened: list[tuple] = []
 
     async def both():  # on one loop: mitmproxy's log handler outlives a test master
@@ -770,11 +770,11 @@ def test_a_buffered_responses_compressed_request_is_decoded_and_read_once(monkey
     from mitmproxy.net import encoding
 
     decodes: list[str] = []
-    real_mitmproxy, real_addon = encoding.decode, worker_module.decode_body
+    real_mitmproxy, real_addon = encoding.decode, worker_module.request_body
     monkeypatch.setattr(
         encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
     )
-    monkeypatch.setattr(worker_module, "decode_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    monkeypatch.setattr(worker_module, "request_body", lambda *a: decodes.append("addon") or real_addon(*a))
     request = {"model": "m", "stream": False, "tools": [{"type": "function", "function": {"name": "a"}}]}
 
     async def go(worker: bool) -> tuple[dict, list[str]]:
