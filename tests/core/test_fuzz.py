@@ -17,6 +17,8 @@ from streams import DATA
 import addon as addon_module
 from accumulator import FORMATS, StreamAccumulator, analyze_message
 from accumulator.echo import ObservedCalls
+from accumulator.request import request_body
+from toolcall_lens.worker import read_request
 
 EXAMPLES = int(os.environ.get("TOOLCALL_LENS_FUZZ", "150"))
 FUZZ = settings(
@@ -214,6 +216,27 @@ def dumps(value) -> bytes:
 )
 def test_corrupt_compressed_bodies_pass_unchanged(noise, encoding, points):
     through_the_callable("openai-chat", cut(noise, points), encoding)
+
+
+@FUZZ
+@given(
+    st.one_of(st.binary(max_size=512), st.sampled_from([b'{"messages": []}', b""])),
+    st.sampled_from(["gzip", "br", "zstd", "deflate", "gzip, br", "identity", "compress", "zstd, zstd"]),
+    st.integers(0, 600),
+)
+def test_a_compressed_requests_reading_says_why_it_fails_and_nothing_else(noise, encoding, cap):
+    # A request's body as it came (Codex compresses its own), read by every front door: its bytes, or a
+    # ValueError that says why not, never another exception; its echo check the same, as evidence.
+    try:
+        body = request_body(noise, encoding, cap)
+    except ValueError as exc:
+        assert str(exc).startswith("the request's body cannot be read: "), exc
+    else:
+        assert isinstance(body, bytes) and len(body) <= max(cap, len(noise))
+    facts, echoes, evidence, failed = read_request(ObservedCalls(), noise, "openai-chat", None, encoding)
+    if failed is not None:  # the flow loses its facts and its check, and its evidence says why
+        assert facts is None and echoes == [] and evidence["reason"] == failed
+    orjson.dumps(evidence)
 
 
 # AWS frames: prelude = total length (4), headers length (4), prelude CRC (4); the message CRC closes it.
