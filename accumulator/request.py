@@ -34,8 +34,9 @@ def request_body(body: bytes | None, encoding: str | None, max_bytes: int) -> by
     """A request's body as it came, decoded as its Content-Encoding says (``encoding``; None: none), at
     most ``max_bytes``: Codex compresses its own (zstd). A body that does not decode but is a JSON object
     as it came (a Content-Encoding that lies) is read as it came, as mitmproxy reads it. ValueError saying
-    why it cannot be read otherwise (every front door says it so: the result's ``evidence``)."""
-    if encoding is None or body is None:
+    why it cannot be read otherwise (every front door says it so: the result's ``evidence``). ``identity``
+    is no coding: the body as it came, whole."""
+    if encoding is None or body is None or encoding.strip().lower() == "identity":
         return body
     try:
         return decode_body(body, encoding, max_bytes)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accumulator.decoding import ContentDecoder, ContentEncoder, TooLarge, decode_body, supported
+from accumulator.request import request_body
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -519,3 +520,17 @@ def test_a_whole_body_that_cannot_be_decoded_says_why(encoding, body, why):
         decode_body(body, encoding, len(SAMPLE) - 1)
     assert str(raised.value).startswith(why), str(raised.value)
     assert isinstance(raised.value, TooLarge) == ("the cap" in why)
+
+
+def test_a_requests_body_is_read_as_it_came_when_its_coding_is_identity_or_lies():
+    # A request's body (Codex compresses its own): identity is no coding (the body whole, past any cap, as
+    # mitmproxy reads it); a header that lies over plain JSON is read as it came; else why not.
+    plain = b'{"messages": []}'
+    assert request_body(plain * 10, " Identity ", 4) == plain * 10
+    assert request_body(plain, "zstd", BIG) == plain
+    assert request_body(zstd.compress(plain), "zstd", BIG) == plain
+    assert request_body(None, "zstd", BIG) is None and request_body(b"x", None, 0) == b"x"
+    with pytest.raises(ValueError, match="^the request's body cannot be read: it decodes to 4 bytes or more"):
+        request_body(zstd.compress(plain), "zstd", 4)
+    with pytest.raises(ValueError, match="^the request's body cannot be read: its content-encoding 'br'"):
+        request_body(b"[1, 2]", "br", BIG)  # JSON, but no object: no request
