@@ -720,13 +720,26 @@ async def compressed_through(flow, worker: bool, opened: list | None = None, **o
     return flow.metadata["toolcall_lens"]
 
 
+def decodes_here(monkeypatch) -> list[str]:
+    """Each request body decoded in this process from now on: "mitmproxy" for its decoder, "addon" for the
+    addon's reading of a request as it came (``request_body``); the worker's are in its own process."""
+    from mitmproxy.net import encoding
+
+    decodes: list[str] = []
+    real_mitmproxy, real_addon = encoding.decode, worker_module.request_body
+    monkeypatch.setattr(
+        encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
+    )
+    monkeypatch.setattr(worker_module, "request_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    return decodes
+
+
 @pytest.mark.parametrize("coding", ["zstd", "gzip", "br"])
 def test_a_compressed_request_is_decoded_in_the_worker_not_on_the_proxys_thread(monkeypatch, coding):
     # Codex sends its requests zstd-compressed (a whole conversation: 560 KB at the median, MiBs at the
-    # tail), and decoding 800 KiB of one costs 1 to 2 ms. With the worker, the proxy's thread decodes none
+    # tail), and decoding 818 KiB of one costs ~0.8 ms. With the worker, the proxy's thread decodes none
     # of it: the body goes there as it came, with its coding, and the worker decodes and reads it (what it
     # declares of tools, its echo check). In the proxy it is decoded once, by the addon's capped decoder.
-    from mitmproxy.net import encoding
     from test_addon import PRODUCTION
 
     request = {
@@ -736,12 +749,7 @@ def test_a_compressed_request_is_decoded_in_the_worker_not_on_the_proxys_thread(
         "tools": [{"type": "function", "function": {"name": "search_circulars", "parameters": {}}}],
         "messages": [{"role": "user", "content": "find them " * 50_000}],
     }
-    decodes: list[str] = []
-    real_mitmproxy, real_addon = encoding.decode, worker_module.request_body
-    monkeypatch.setattr(
-        encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
-    )
-    monkeypatch.setattr(worker_module, "request_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    decodes = decodes_here(monkeypatch)
     opened: list[tuple] = []
 
     async def both():  # on one loop: mitmproxy's log handler outlives a test master
@@ -767,14 +775,7 @@ def test_a_buffered_responses_compressed_request_is_decoded_and_read_once(monkey
     # A non-streamed response is analysed in the proxy, with or without the worker: its request, decoded
     # and read as the request (or response) hook checks it, is not decoded and read again for the
     # response's analysis (what it declares of tools).
-    from mitmproxy.net import encoding
-
-    decodes: list[str] = []
-    real_mitmproxy, real_addon = encoding.decode, worker_module.request_body
-    monkeypatch.setattr(
-        encoding, "decode", lambda *a, **k: decodes.append("mitmproxy") or real_mitmproxy(*a, **k)
-    )
-    monkeypatch.setattr(worker_module, "request_body", lambda *a: decodes.append("addon") or real_addon(*a))
+    decodes = decodes_here(monkeypatch)
     request = {"model": "m", "stream": False, "tools": [{"type": "function", "function": {"name": "a"}}]}
 
     async def go(worker: bool) -> tuple[dict, list[str]]:
