@@ -228,9 +228,10 @@ class ContentDecoder:
     def __init__(self, encoding: str, max_output_bytes: int) -> None:
         self.encoding = encoding
         self.max_output_bytes = max_output_bytes
-        self.exceeded = False  # the decoded output reached the cap: nothing more is decoded
+        self.exceeded = False  # the decoded output went past the cap: nothing more is decoded
         self.error: str | None = None  # the input could not be decoded: nothing more is decoded
-        self._remaining = max_output_bytes
+        # Output until the cap is known to be passed: one byte more than it (then cut off) tells.
+        self._remaining = max_output_bytes + 1
         self._stages: list[_Stage] = []  # in decoding order: the last coding applied comes first
         codings = _codings(encoding)
         if not supported(encoding):
@@ -248,15 +249,13 @@ class ContentDecoder:
         decompression bomb never becomes one large buffer."""
         if self._done or not chunk:
             return
-        if self._remaining <= 0:  # a cap of 0: zlib would read a limit of 0 as no limit at all
-            self._stop_exceeded()
-            return
         if not self._stages:
             if len(chunk) >= self._remaining:
-                chunk = chunk[: self._remaining]
+                chunk = chunk[: self._remaining - 1]
                 self._stop_exceeded()
             self._remaining -= len(chunk)
-            yield chunk
+            if chunk:
+                yield chunk
             return
         self._stages[0].push(chunk)
         yield from self._drain_pieces()
@@ -286,11 +285,11 @@ class ContentDecoder:
                 if not data:
                     break
                 if len(data) >= self._remaining:
-                    # brotli may overshoot its limit by a block: the cap is exact all the same.
-                    data = data[: self._remaining]
-                    self._remaining = 0
+                    # Past the cap (brotli may overshoot its limit by a block): cut at it exactly.
+                    data = data[: self._remaining - 1]
                     self._stop_exceeded()
-                    yield data
+                    if data:
+                        yield data
                     break
                 self._remaining -= len(data)
                 yield data
@@ -320,20 +319,20 @@ class ContentDecoder:
 
 
 class TooLarge(ValueError):
-    """A body that decodes to its cap or more (``decode_body``)."""
+    """A body that decodes to more than its cap (``decode_body``)."""
 
 
 def decode_body(body: bytes, encoding: str, max_output_bytes: int) -> bytes:
     """A whole body (a request's: Codex sends its own zstd-compressed) decoded, at most
     ``max_output_bytes``. Raises ValueError saying why it cannot be: a coding not read here, input that
-    does not decode or ends early; TooLarge (a ValueError) for output that reaches the cap."""
+    does not decode or ends early; TooLarge (a ValueError) for output past the cap."""
     decoder = ContentDecoder(encoding, max_output_bytes)
     out = decoder.decode(body)
     out += decoder.flush()
     if decoder.error is not None:
         raise ValueError(f"its content-encoding {encoding!r} does not decode ({decoder.error})")
     if decoder.exceeded:
-        raise TooLarge(f"it decodes to {max_output_bytes} bytes or more, the cap")
+        raise TooLarge(f"it decodes to more than {max_output_bytes} bytes, the cap")
     return out
 
 

@@ -90,7 +90,7 @@ def json_body(request: Request) -> dict:
     coding = request.headers.get("content-encoding", "").strip()
     if coding:
         try:
-            body = decode_body(body, coding, MAX_BODY_BYTES + 1)
+            body = decode_body(body, coding, MAX_BODY_BYTES)
         except ValueError as exc:
             raise Refused(413 if isinstance(exc, TooLarge) else 400, f"request body: {exc}") from None
     try:

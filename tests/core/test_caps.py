@@ -13,6 +13,7 @@ from streams import call, choice, chunk, sse, tool_chunk
 
 import addon as addon_module
 from accumulator import StreamAccumulator, analyze
+from accumulator.decoding import ContentEncoder
 
 
 def codes(result: dict) -> list[str]:
@@ -118,6 +119,21 @@ def test_the_analysis_cap_stops_an_uncompressed_stream_and_counts_the_rest():
     assert 0 < len(result["choices"][0]["tool_calls"]) < 200
     # What came before the cap is exact.
     assert calls_of(result) == calls_of(analyze(body))[: len(calls_of(result))]
+
+
+@pytest.mark.parametrize("encoding", [None, "gzip", "zstd"])
+def test_a_body_of_the_analysis_cap_exactly_is_read_whole_one_byte_more_is_not(encoding):
+    # The same boundary compressed or not: decoded-size-cap says bytes went unread, never at the cap.
+    body = sequential(20)
+    sent = body
+    if encoding is not None:
+        encoder = ContentEncoder(encoding)
+        sent = encoder.encode(body) + encoder.finish()
+    whole = analyze(sent, encoding=encoding, max_decoded_bytes=len(body))
+    assert "decoded-size-cap" not in codes(whole) and calls_of(whole) == calls_of(analyze(body))
+    cut = analyze(sent, encoding=encoding, max_decoded_bytes=len(body) - 1)
+    (warning,) = [w for w in cut["warnings"] if w["code"] == "decoded-size-cap"]
+    assert warning["limit"] == len(body) - 1
 
 
 def endless(kind: str, nbytes: int):

@@ -97,7 +97,7 @@ def test_the_output_is_exactly_capped_however_cut(encoding, cap, points):
     body = ENCODERS[encoding](SAMPLE)
     out, decoder = run(encoding, cut(body, points), cap)
     assert out == SAMPLE[:cap]
-    assert decoder.exceeded is (len(SAMPLE) >= cap) and decoder.error is None
+    assert decoder.exceeded is (len(SAMPLE) > cap) and decoder.error is None
 
 
 def test_after_the_cap_nothing_more_is_returned():
@@ -197,6 +197,9 @@ def test_identity_is_passed_through_and_capped():
     assert decoder.decode(b"12345") == b"12345" and not decoder.exceeded
     assert decoder.decode(b"6789abcdef") == b"6789a" and decoder.exceeded
     assert decoder.decode(b"more") == b""
+    decoder = ContentDecoder("identity", 10)  # the cap exactly: not past it
+    assert decoder.decode(b"1234567890") == b"1234567890" and not decoder.exceeded
+    assert decoder.decode(b"x") == b"" and decoder.exceeded
 
 
 N = 200 << 20  # the bombs inflate to 200 MB of zeros
@@ -458,9 +461,12 @@ def test_a_cap_of_zero_decodes_nothing_and_inflates_nothing():
 
 
 @pytest.mark.parametrize("encoding", list(ENCODERS))
-def test_output_that_reaches_the_cap_exactly_has_exceeded_it(encoding):
+def test_output_of_the_cap_exactly_has_not_exceeded_it_one_byte_more_has(encoding):
+    # As an uncompressed body is held to the cap: a decoded-size-cap warning means bytes went unread.
     out, decoder = run(encoding, [ENCODERS[encoding](SAMPLE)], cap=len(SAMPLE))
-    assert out == SAMPLE and decoder.exceeded and decoder.error is None
+    assert out == SAMPLE and not decoder.exceeded and decoder.error is None
+    out, decoder = run(encoding, [ENCODERS[encoding](SAMPLE)], cap=len(SAMPLE) - 1)
+    assert out == SAMPLE[:-1] and decoder.exceeded and decoder.error is None
 
 
 @pytest.mark.parametrize("encoding", ["identity", "gzip", "gzip, br"])
@@ -512,7 +518,7 @@ def test_a_whole_body_is_decoded_in_one_call(encoding):
             b"anything",
             "its content-encoding 'compress' does not decode (unsupported content-encoding 'compress')",
         ),
-        ("zstd", zstd.compress(SAMPLE), f"it decodes to {len(SAMPLE) - 1} bytes or more, the cap"),
+        ("zstd", zstd.compress(SAMPLE), f"it decodes to more than {len(SAMPLE) - 1} bytes, the cap"),
     ],
 )
 def test_a_whole_body_that_cannot_be_decoded_says_why(encoding, body, why):
@@ -530,7 +536,10 @@ def test_a_requests_body_is_read_as_it_came_when_its_coding_is_identity_or_lies(
     assert request_body(plain, "zstd", BIG) == plain
     assert request_body(zstd.compress(plain), "zstd", BIG) == plain
     assert request_body(None, "zstd", BIG) is None and request_body(b"x", None, 0) == b"x"
-    with pytest.raises(ValueError, match="^the request's body cannot be read: it decodes to 4 bytes or more"):
+    assert request_body(zstd.compress(plain), "zstd", len(plain)) == plain  # the cap exactly
+    with pytest.raises(
+        ValueError, match="^the request's body cannot be read: it decodes to more than 4 bytes"
+    ):
         request_body(zstd.compress(plain), "zstd", 4)
     with pytest.raises(ValueError, match="^the request's body cannot be read: its content-encoding 'br'"):
         request_body(b"[1, 2]", "br", BIG)  # JSON, but no object: no request
