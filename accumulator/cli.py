@@ -117,6 +117,11 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         metavar="NAME,...",
         help=f"hazard strategies to replay (default: all: {','.join(STRATEGIES)}; 'none' for none)",
     )
+    # The caps of the addon's options of the same names (proxy.md), to re-analyse a dump as it was recorded.
+    for flag, metavar, default, least, help in _CAPS:
+        parser.add_argument(
+            flag, type=_at_least(least), default=default, metavar=metavar, help=f"{help} (default {default})"
+        )
     parser.add_argument(
         "--inject",
         type=_names(INJECTIONS),
@@ -161,6 +166,13 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     if rewriting != bool(args.output):
         parser.error("--inject/--repair and --output go together")
 
+    limits = Limits(
+        strategies=args.strategies,
+        max_event_bytes=args.event_cap,
+        max_decoded_bytes=args.decoded_cap,
+        max_calls=args.max_calls,
+        max_argument_chars=args.argument_cap,
+    )
     try:
         request = _read_request(args.request) if args.request else None
         prices = _read_prices(args.prices) if args.prices else Prices()
@@ -173,7 +185,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     failures: list[dict] = []
     for path in args.files:
         try:
-            jobs += _jobs(path, args.format, request)
+            jobs += _jobs(path, args.format, request, limits.max_decoded_bytes)
         except InputError as exc:
             print(f"toolcall-lens: {exc}", file=sys.stderr)
             failures.append({"source": {"file": path}, "error": str(exc)})
@@ -191,7 +203,6 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     observed = ObservedCalls()
     sessions = Sessions(loop_after=args.loop_after)
     moments: list[tuple[dict, float | None, float | None, str | None]] = []  # (result, start, end, model)
-    limits = Limits(strategies=args.strategies)
     done: list[tuple[str, dict]] = []  # (title, result)
     for job in jobs:
         if isinstance(job, ConnectionJob):
@@ -390,6 +401,29 @@ def _rewrite(jobs: list, inject: tuple, repair: tuple, output: str) -> Job:
     )
 
 
+# flag, metavar, default, least value, help: the caps of Limits, as the addon's options name them.
+_CAPS = (
+    ("--event-cap", "BYTES", DEFAULT_LIMITS.max_event_bytes, 1, "largest single event analysed"),
+    ("--decoded-cap", "BYTES", DEFAULT_LIMITS.max_decoded_bytes, 1,
+     "bytes of each body analysed after decompression, a dump flow's compressed request's too"),
+    ("--max-calls", "N", DEFAULT_LIMITS.max_calls, 1, "tool calls rebuilt per response"),
+    ("--argument-cap", "CHARS", DEFAULT_LIMITS.max_argument_chars, 0, "argument characters kept per call"),
+)  # fmt: skip
+
+
+def _at_least(least: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}")
+        return value
+
+    return parse
+
+
 def _strategy_list(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if names == ("none",):
@@ -566,10 +600,11 @@ def _read_request(path: str) -> dict:
     return request
 
 
-def _jobs(path: str, format: str | None, request: dict | None) -> list[Job | ConnectionJob]:
+def _jobs(path: str, format: str | None, request: dict | None, max_bytes: int) -> list[Job | ConnectionJob]:
+    """``max_bytes``: the most a dump flow's compressed request may decode to."""
     data = _read_bytes(path)
     if _DUMP_START.match(data):
-        return _dump_jobs(path, data, request)
+        return _dump_jobs(path, data, request, max_bytes)
     if _is_capture(data):
         return [_capture_job(path, data, format)]
     if format is not None and format not in formats.FORMATS:
@@ -676,7 +711,7 @@ def _not_a_response(path: str, data: bytes) -> str:
     )
 
 
-def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | ConnectionJob]:
+def _dump_jobs(path: str, data: bytes, request: dict | None, max_bytes: int) -> list[Job | ConnectionJob]:
     # Only here does the CLI need mitmproxy: to read its dump format (with its version migrations).
     import io
 
@@ -708,7 +743,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None) -> list[Job | Conne
         unreadable = None
         coding = flow.request.headers.get("content-encoding", "").strip() or None
         try:
-            flow_request = request_body(flow.request.raw_content, coding, DEFAULT_LIMITS.max_decoded_bytes)
+            flow_request = request_body(flow.request.raw_content, coding, max_bytes)
         except ValueError as exc:
             flow_request, unreadable = None, str(exc)
         response = flow.response

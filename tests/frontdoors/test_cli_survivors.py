@@ -140,6 +140,66 @@ def test_a_dump_flows_compressed_request_is_read_decoded_or_said_unreadable_as_l
     )
 
 
+# --- the caps: the addon's options of the same names ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flag,value,code",
+    [
+        ("--argument-cap", "5", "arguments-cap"),  # {"city": "Paris"} is 17 characters
+        ("--max-calls", "1", "calls-cap"),  # two calls
+        ("--event-cap", "100", "oversized-event"),  # events of ~150-250 bytes
+        ("--decoded-cap", "400", "decoded-size-cap"),  # a body of ~1,700 bytes
+    ],
+)
+def test_the_caps_apply_as_the_addons_options_of_the_same_names(flag, value, code, capsys):
+    # A dump recorded with other caps than the defaults is re-analysed as it was recorded.
+    _, (result,), _ = run_json(capsys, CLEAN)
+    assert result["warnings"] == []
+    _, (capped,), _ = run_json(capsys, CLEAN, flag, value)
+    assert warning(capped, code)["limit"] == int(value)
+    if flag == "--argument-cap":
+        (kept, *_) = capped["choices"][0]["tool_calls"]
+        assert kept["arguments_truncated"] is True and kept["arguments"] == '{"cit'
+
+
+def test_a_dump_flows_compressed_request_past_the_decoded_cap_is_said_so(tmp_path, capsys):
+    first = http_flow(chat_stream([SEARCH, FETCH]), follow_up([]))
+    asked = follow_up([[SEARCH, FETCH]])
+    asked["messages"][0]["content"] = "go " * 1000  # larger than the streams, which the cap holds too
+    second = http_flow(chat_stream([]), asked)
+    second.request.headers["content-encoding"] = "gzip"
+    size = len(second.request.raw_content)
+    assert size > max(len(first.response.raw_content), len(second.response.raw_content))
+    second.request.raw_content = gzip.compress(second.request.raw_content)
+    path = dump(tmp_path / "run.flows", first, second)
+    _, results, _ = run_json(capsys, path)
+    read = results[1]["evidence"]
+    assert read["checked"] == 4 and read["reason"] is None  # the two calls echoed, their two results
+    _, results, _ = run_json(capsys, path, "--decoded-cap", str(size))  # the cap exactly: read
+    assert results[1]["evidence"] == read
+    _, results, _ = run_json(capsys, path, "--decoded-cap", str(size - 1))
+    evidence = results[1]["evidence"]
+    assert evidence["checked"] == 0 and evidence["reason"].startswith("the request's body cannot be read: ")
+    assert str(size - 1) in evidence["reason"]
+
+
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["--max-calls", "0"], "argument --max-calls: must be at least 1"),
+        (["--event-cap", "0"], "argument --event-cap: must be at least 1"),
+        (["--decoded-cap", "-5"], "argument --decoded-cap: must be at least 1"),
+        (["--argument-cap", "-1"], "argument --argument-cap: must be at least 0"),
+        (["--argument-cap", "1e3"], "argument --argument-cap: '1e3' is not a whole number"),
+    ],
+)
+def test_a_cap_out_of_range_is_a_usage_error_saying_so(argv, says, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([CLEAN, *argv])
+    assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
 # --- --inject/--repair (_rewrite 1, 2, 47, 48, 57, 61, 68; _read_bytes 8; _jobs 34) ------------------------
 
 
