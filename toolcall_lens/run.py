@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -260,7 +261,7 @@ def _run(options: argparse.Namespace, agent: list[str]) -> int:
             proxy.stop()
     outcome.records = _read_jsonl(paths.jsonl)
     outcome.flows = _count_flows(paths.dump)
-    print(report(outcome, paths, options.mode), file=sys.stderr)
+    print(report(outcome, paths, options.mode, cli_flags(options.set)), file=sys.stderr)
     return outcome.status
 
 
@@ -704,8 +705,39 @@ def _count_flows(path: Path) -> int:
     return count
 
 
-def report(outcome: Outcome, paths: Paths, mode: str) -> str:
-    """What the LLM flows carried: one block per response, its calls, its warnings; then where it is kept."""
+# The addon's options the CLI has as flags: its commands re-analyse the dump as the proxy analysed it.
+_CLI_FLAGS = {
+    "toolcall_lens_event_cap": "--event-cap",
+    "toolcall_lens_decoded_cap": "--decoded-cap",
+    "toolcall_lens_max_calls": "--max-calls",
+    "toolcall_lens_argument_cap": "--argument-cap",
+    "toolcall_lens_strategies": "--strategies",
+    "toolcall_lens_loop_after": "--loop-after",
+    "toolcall_lens_prices": "--prices",
+}
+
+
+def cli_flags(settings: list[str]) -> str:
+    """The CLI's flags for the ``--set NAME=VALUE`` given to the proxy: the last value of an option, every
+    value of the strategies (mitmproxy collects a list option's ``--set``s), shell-quoted."""
+    values: dict[str, list[str]] = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if name.strip() in _CLI_FLAGS:
+            values.setdefault(name.strip(), []).append(value.strip())
+    flags = []
+    for name, given in values.items():
+        if name == "toolcall_lens_strategies":
+            value = ",".join(v for v in given if v) or "none"
+        else:
+            value = given[-1]
+        flags += [_CLI_FLAGS[name], shlex.quote(value)]
+    return "".join(f" {flag}" for flag in flags)
+
+
+def report(outcome: Outcome, paths: Paths, mode: str, flags: str = "") -> str:
+    """What the LLM flows carried: one block per response, its calls, its warnings; then where it is kept.
+    ``flags``: the CLI's flags that give the options the proxy ran with."""
     from accumulator.report import cost_line, evidence_line, session_line, summary_line, tokens_line
 
     lines = [f"== {PROG}: {len(outcome.records)} LLM response(s) in {outcome.flows} flow(s) =="]
@@ -768,6 +800,6 @@ def report(outcome: Outcome, paths: Paths, mode: str) -> str:
         lines.append("no flow was an LLM exchange the addon recognised (docs/formats.md lists the paths)")
     lines.append(f"dump: {paths.dump}")
     lines.append(f"JSON lines: {paths.jsonl}")
-    lines.append(f"full report: toolcall-lens {paths.dump}")
-    lines.append(f"turn by turn: toolcall-lens sessions {paths.dump}")
+    lines.append(f"full report: toolcall-lens {paths.dump}{flags}")
+    lines.append(f"turn by turn: toolcall-lens sessions {paths.dump}{flags}")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 import pytest
 from streams import DATA
 
+from accumulator.cli import main
 from toolcall_lens import run as run_command
 
 
@@ -129,3 +131,29 @@ else:
         root.wait()
     assert local_tree.descendants(root.pid) == set()  # gone: nothing to follow
     assert local_tree.spec("123,tlens", {7, 5}) == f"123,tlens,5,7,!{os.getpid()}"
+
+
+def test_the_reports_commands_carry_the_options_the_proxy_ran_with_that_the_cli_has(capsys):
+    flags = run_command.cli_flags(
+        [
+            "toolcall_lens_argument_cap=5",
+            "toolcall_lens_strategies=recency",
+            "toolcall_lens_max_calls=3",
+            "toolcall_lens_strategies=last-wins",
+            "toolcall_lens_max_calls=1",  # the last one given counts, as in mitmproxy
+            "toolcall_lens_body_cap=0",  # no flag of the CLI's
+            "toolcall_lens_prices=my prices.json",
+            "termlog_verbosity=debug",
+        ]
+    )
+    assert flags == (
+        " --argument-cap 5 --strategies recency,last-wins --max-calls 1 --prices 'my prices.json'"
+    )
+    assert run_command.cli_flags(["toolcall_lens_strategies="]) == " --strategies none"
+    assert run_command.cli_flags([]) == ""
+    # The CLI takes them: the calls of a stream held as the proxy held them.
+    argv = shlex.split(f"{DATA / 'openai_chat_parallel.sse'}{flags.split(' --prices')[0]} --json")
+    assert main(argv) == 1
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert {w["code"] for w in result["warnings"]} == {"calls-cap", "arguments-cap"}
+    assert result["choices"][0]["tool_calls"][0]["arguments"] == '{"cit'

@@ -131,6 +131,32 @@ def test_a_client_through_the_proxy_is_reported_its_status_passed_on_the_files_k
     )
 
 
+def test_the_reports_commands_re_analyse_the_dump_with_the_caps_the_proxy_ran_with(provider, tmp_path):
+    client = script(tmp_path, "client.py", URLLIB_CLIENT)
+    done = run(
+        tmp_path, "--set", "toolcall_lens_argument_cap=5", "--", sys.executable, client, str(provider), "0"
+    )
+    assert done.returncode == 0, done.stderr
+    dump = tmp_path / "run" / "session.flows"
+    assert f"full report: toolcall-lens {dump} --argument-cap 5\n" in done.stderr
+    [record] = records(tmp_path / "run" / "llm.jsonl")
+    live = [call["arguments"] for call in record["result"]["choices"][0]["tool_calls"]]
+    assert all(len(arguments) == 5 for arguments in live)
+    # The command the report gives finds what the proxy found; without the flag, the arguments whole.
+    again = subprocess.run(
+        [TOOLCALL_LENS, str(dump), "--argument-cap", "5", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    [result] = json.loads(again.stdout)["results"]
+    assert [call["arguments"] for call in result["choices"][0]["tool_calls"]] == live
+    assert "arguments-cap" in {w["code"] for w in result["warnings"]}
+    whole = subprocess.run([TOOLCALL_LENS, str(dump), "--json"], capture_output=True, text=True, check=False)
+    [result] = json.loads(whole.stdout)["results"]
+    assert all(len(call["arguments"]) > 5 for call in result["choices"][0]["tool_calls"])
+
+
 def test_the_openai_sdk_through_the_proxy_its_key_redacted(provider, tmp_path):
     client = script(tmp_path, "sdk.py", OPENAI_CLIENT)
     done = run(
