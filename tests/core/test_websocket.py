@@ -519,7 +519,7 @@ def test_gemini_live_keeps_thoughts_text_transcripts_usage_and_each_batch_in_ord
 @pytest.mark.parametrize("snake", [False, True], ids=["camelCase", "snake_case"])
 def test_gemini_live_checks_calls_against_the_setup_tools_and_ends_an_interrupted_turn(snake):
     wire = Wire(path=GEMINI_LIVE_PATH)
-    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)  # noqa: E731
+    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)
     tools = [{"functionDeclarations": [{"name": "lights", "parameters": {"type": "object"}}]}]
     wire.client(_live_keys({"setup": {"model": "models/live-z", "tools": tools}}, snake))
     wire.client(_live_keys({"setup": {"tools": tools}}, snake))  # a second setup naming no model keeps it
@@ -543,7 +543,7 @@ def test_gemini_live_checks_calls_against_the_setup_tools_and_ends_an_interrupte
 @pytest.mark.parametrize("snake", [False, True], ids=["camelCase", "snake_case"])
 def test_gemini_live_settles_calls_at_the_users_next_turn_and_reads_usage_sent_alone(snake):
     wire = Wire(path=GEMINI_LIVE_PATH)
-    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)  # noqa: E731
+    send = lambda obj: wire.server(_live_keys(obj, snake), binary=True)
     wire.client(_live_keys({"setup": {"model": "models/live-z"}}, snake))
     wire.client(_live_keys({"clientContent": {"turns": [], "turnComplete": True}}, snake))
     send({"toolCall": {"functionCalls": [{"id": "x", "name": "lights"}]}})

@@ -168,4 +168,4 @@ def test_a_new_call_closes_one_left_open_and_a_cut_stream_shows_what_had_arrived
     ]
     assert result["complete"] is False and "truncated-stream" in [w["code"] for w in result["warnings"]]
     error = analyze(_event({"error": {"code": 500, "message": "boom"}}), "gemini")
-    assert [w["code"] for w in error["warnings"]][0] == "provider-error"
+    assert error["warnings"][0]["code"] == "provider-error"
