@@ -35,6 +35,7 @@ DEFAULT_MAX_ARGUMENT_CHARS = 1024 * 1024  # argument characters kept per call; t
 
 class ToolCall:
     __slots__ = (
+        "custom",
         "deltas",
         "first_at",
         "first_event",
@@ -68,6 +69,7 @@ class ToolCall:
         self.interleaved = False
         self.room = room  # argument characters it may still keep (the per-call cap)
         self.truncated = False  # arguments beyond the cap arrived and were not kept
+        self.custom = False  # a custom tool's call: its arguments are raw text, not JSON
 
     @property
     def arguments(self) -> str:
@@ -213,6 +215,8 @@ class Assembly:
             call.deltas += 1
             call.last_event = op.event
             call.last_at = self.now
+            if op.custom:
+                call.custom = True
             name = op.name
             if name and type(name) is str:
                 self._set_name(call, name, op.event, state.index)

@@ -31,6 +31,8 @@ class ToolCallDelta:
     # A complete call in one piece (Ollama lines, Gemini parts): always a call of its own, whatever
     # its index says, since the format has no continuation deltas to route.
     whole: bool
+    # A custom tool's call (OpenAI's free-form tools): its arguments are raw text, not JSON.
+    custom: bool
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class ToolCallDelta:
         name: Any,
         arguments: Any,
         whole: bool = False,
+        custom: bool = False,
     ) -> None:
         self.event = event
         self.choice = choice
@@ -49,6 +52,7 @@ class ToolCallDelta:
         self.name = name
         self.arguments = arguments
         self.whole = whole
+        self.custom = custom
 
 
 @dataclass(init=False, slots=True)

@@ -20,7 +20,10 @@ def format_report(result: dict, title: str | None = None) -> str:
         )
         for n, call in enumerate(calls):
             index = "-" if call["index"] is None else call["index"]
-            lines.append(f"  [{n}] {call['name'] or '(no name)'}  id={call['id'] or '-'}  index={index}")
+            kind = "  custom tool (its input as written, no JSON)" if call.get("custom") else ""
+            lines.append(
+                f"  [{n}] {call['name'] or '(no name)'}  id={call['id'] or '-'}  index={index}{kind}"
+            )
             if "deltas" in call:
                 when = (
                     f", {call['first_at']:.3f}s to {call['last_at']:.3f}s"
@@ -31,7 +34,8 @@ def format_report(result: dict, title: str | None = None) -> str:
                     f"      {call['deltas']} delta(s), events {call['first_event']} to {call['last_event']}{when}"
                     + (", INTERLEAVED with another call" if call["interleaved"] else "")
                 )
-            lines.extend("      " + line for line in _pretty(call["arguments"]).splitlines())
+            shown = (call["arguments"] or "(no input)") if call.get("custom") else _pretty(call["arguments"])
+            lines.extend("      " + line for line in shown.splitlines())
         for kind in ("reasoning", "text", "refusal"):
             value = choice[kind]
             if value:

@@ -10,7 +10,7 @@ a warning log and its per-code cap like every other warning.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -38,6 +38,7 @@ class CallResult(TypedDict):
     last_at: float | None
     interleaved: bool
     arguments_truncated: bool
+    custom: NotRequired[bool]  # only on a custom tool's call: its arguments are raw text, not JSON
 
 
 class ChoiceResult(TypedDict):
@@ -235,8 +236,10 @@ def _choice_result(
 ) -> ChoiceResult:
     calls: list[CallResult] = []
     for call in state.calls:
-        arguments = call.arguments or empty
-        if arguments and not call.truncated:  # cut arguments are not JSON: arguments-cap said why
+        custom = call.custom
+        arguments = call.arguments or ("" if custom else empty)
+        # Cut arguments are not JSON (arguments-cap said why); a custom tool's are raw text.
+        if arguments and not call.truncated and not custom:
             try:
                 orjson.loads(arguments)
             except orjson.JSONDecodeError as exc:
@@ -248,21 +251,22 @@ def _choice_result(
                     name=call.name,
                     arguments=_cap(arguments),
                 )
-        calls.append(
-            {
-                "id": call.id,
-                "index": call.index,
-                "name": call.name,
-                "arguments": arguments,
-                "deltas": call.deltas,
-                "first_event": call.first_event,
-                "last_event": call.last_event,
-                "first_at": _relative(call.first_at, first_event_at),
-                "last_at": _relative(call.last_at, first_event_at),
-                "interleaved": call.interleaved,
-                "arguments_truncated": call.truncated,
-            }
-        )
+        out: CallResult = {
+            "id": call.id,
+            "index": call.index,
+            "name": call.name,
+            "arguments": arguments,
+            "deltas": call.deltas,
+            "first_event": call.first_event,
+            "last_event": call.last_event,
+            "first_at": _relative(call.first_at, first_event_at),
+            "last_at": _relative(call.last_at, first_event_at),
+            "interleaved": call.interleaved,
+            "arguments_truncated": call.truncated,
+        }
+        if custom:
+            out["custom"] = True
+        calls.append(out)
     return {
         "index": state.index,
         "text": "".join(state.text) if state.text else None,
@@ -294,7 +298,7 @@ def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warn
                         name=call["name"],
                         declared=sorted(request.tools),
                     )
-                elif (schema := request.tools[call["name"]]) is not None:
+                elif (schema := request.tools[call["name"]]) is not None and not call.get("custom"):
                     _check_schema(call, label, out["index"], schema, validators, warnings)
         if request.parallel is False and len(calls) > 1:
             warnings.add(
@@ -511,6 +515,11 @@ RESULT_SCHEMA: dict[str, Any] = {
                                 "arguments_truncated": {
                                     "type": "boolean",
                                     "description": "arguments beyond the per-call cap were not kept",
+                                },
+                                "custom": {
+                                    "const": True,
+                                    "description": "only on a custom tool's call (OpenAI's free-form tools): "
+                                    "its arguments are the raw text the model wrote, not JSON",
                                 },
                             },
                         },

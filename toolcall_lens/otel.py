@@ -147,8 +147,8 @@ def _output_messages(result: dict, content: bool) -> list[dict]:
             parts.append({"type": "text", "content": choice["text"]})
         for call in choice["tool_calls"]:
             part = {"type": "tool_call", "id": call["id"], "name": call["name"] or ""}
-            if content:
-                part["arguments"] = _arguments(call["arguments"])
+            if content:  # a custom tool's input is text, whatever it looks like
+                part["arguments"] = call["arguments"] if call.get("custom") else _arguments(call["arguments"])
             else:
                 size = (
                     call["arguments"] if type(call["arguments"]) is str else orjson.dumps(call["arguments"])

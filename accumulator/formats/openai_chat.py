@@ -3,8 +3,9 @@
 Streams: SSE ``chat.completion.chunk`` objects, ``data: [DONE]`` at the end. Every quirk about the shape of
 a chunk lives here: the Azure prompt-filter chunk, the ``choices: []`` usage chunk, Groq's
 ``x_groq.usage``, ``reasoning`` vs ``reasoning_content``, Magistral's content arrays, the deprecated
-``function_call``, mid-stream ``{"error": ...}``. Requests: ``tools[].function``, ``functions``,
-``parallel_tool_calls``, ``tool_choice.function``; echoes in ``messages[].tool_calls`` and
+``function_call``, mid-stream ``{"error": ...}``, a custom tool's call (``custom``: its ``name``, its
+``input`` as raw text). Requests: ``tools[].function`` (and ``custom``), ``functions``,
+``parallel_tool_calls``, ``tool_choice.function`` (or ``custom``); echoes in ``messages[].tool_calls`` and
 ``tool_call_id``. Rewriting: the reorder keys, and the edits only this format allows (a name sent in two
 pieces, the name and id repeated, every call on index 0, indices given back), with calls told apart by
 the assembly's own identity routing.
@@ -148,15 +149,22 @@ class ChatCompletionsDialect(JsonDialect):
                 )
                 continue
             function = entry.get("function")
+            custom = False
             if type(function) is dict:
                 name = function.get("name")
                 arguments = function.get("arguments")
+            elif type(custom_call := entry.get("custom")) is dict:  # a custom tool's: its input is raw text
+                name = custom_call.get("name")
+                arguments = custom_call.get("input")
+                custom = True
             else:
                 name = arguments = None
             call_index = entry.get("index")
             if type(call_index) is not int:
                 call_index = None
-            out.append(ToolCallDelta(number, index, entry.get("id"), call_index, name, arguments))
+            out.append(
+                ToolCallDelta(number, index, entry.get("id"), call_index, name, arguments, custom=custom)
+            )
 
 
 def _content_parts(parts: list, number: int, index: int, out: list) -> None:
@@ -568,7 +576,9 @@ def request_parallel(request: dict) -> bool | None:
 
 def request_forced(request: dict) -> str | None:
     choice = request.get("tool_choice")
-    return named(choice.get("function")) if type(choice) is dict else None
+    if type(choice) is not dict:
+        return None
+    return named(choice.get("function")) or named(choice.get("custom"))
 
 
 def request_echoes(request: dict, add_call, add_result) -> None:
@@ -576,6 +586,9 @@ def request_echoes(request: dict, add_call, add_result) -> None:
     for turn, message in enumerate(message_list(request, "messages"), 1):
         for entry in as_list(message.get("tool_calls")):
             if type(entry) is dict:
+                if type(custom := entry.get("custom")) is dict and "function" not in entry:
+                    add_call(entry.get("id"), custom.get("name"), custom.get("input"), turn)
+                    continue
                 function = as_dict(entry.get("function"))
                 add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
         if type(message.get("tool_call_id")) is str:

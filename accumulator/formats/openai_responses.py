@@ -4,11 +4,14 @@ A function call is an output item: ``output_item.added`` names it (``call_id``, 
 deltas name it by ``output_index`` (kept even where ``item_id`` rotates on every event, as GitHub
 Copilot's endpoint does) or else by ``item_id``. ``function_call_arguments.done`` and
 ``output_item.done`` restate the whole arguments: used when no delta came (LM Studio sends none),
-compared with the deltas otherwise.
+compared with the deltas otherwise. A custom tool's call (a free-form tool, as Codex's ``apply_patch``) is
+the same with ``custom_tool_call`` items and ``custom_tool_call_input`` events: its ``input``, raw text, is
+its arguments.
 
 Requests: flat ``tools[]`` (``name``, ``parameters``), ``parallel_tool_calls``, ``tool_choice`` of type
-``function``; echoes are ``input[]`` items (``function_call``, ``function_call_output``). Rewriting: a run
-is the span of consecutive function-call items, ``sequence_number`` renumbered on the way out.
+``function`` or ``custom``; echoes are ``input[]`` items (``function_call``, ``custom_tool_call``, and their
+``_output``). Rewriting: a run is the span of consecutive function-call items (a custom tool's call passes
+as it is), ``sequence_number`` renumbered on the way out.
 """
 
 from __future__ import annotations
@@ -40,7 +43,10 @@ _TEXT_EVENTS = {
     "response.reasoning_text.delta": "reasoning",
 }
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-_CALL_ITEMS = ("function_call",)
+# The output items that are a call the client runs, and the field holding their arguments.
+_CALL_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
+_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
+_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")  # the client's answers to them
 
 
 class ResponsesDialect(JsonDialect):
@@ -59,7 +65,7 @@ class ResponsesDialect(JsonDialect):
     def obj_ops(self, obj: dict, kind: str | None, number: int) -> list:
         kind = as_str(obj.get("type")) or kind
         out: list = []
-        if kind == "response.function_call_arguments.delta":
+        if kind in _DELTAS:
             index = self._index(obj)
             delta = obj.get("delta")
             if type(delta) is str:
@@ -68,29 +74,34 @@ class ResponsesDialect(JsonDialect):
                     seen = self._streamed[index] = [0, 0]
                 seen[0] += len(delta)
                 seen[1] = zlib.crc32(delta.encode(), seen[1])
-            out.append(ToolCallDelta(number, 0, None, index, None, delta))
+            custom = kind == "response.custom_tool_call_input.delta"
+            out.append(ToolCallDelta(number, 0, None, index, None, delta, custom=custom))
         elif kind in _TEXT_EVENTS:
             delta = obj.get("delta")
             if type(delta) is str and delta:
                 out.append(TextDelta(number, 0, _TEXT_EVENTS[kind], delta))
         elif kind == "response.output_item.added":
             item = as_dict(obj.get("item"))
-            if item.get("type") in _CALL_ITEMS:
+            item_type = item.get("type")
+            if type(item_type) is str and item_type in _CALL_ITEMS:  # a list: unhashable
                 index = as_int(obj.get("output_index"))
                 if type(item.get("id")) is str and index is not None:
                     self._index_of_item[item["id"]] = index
                 self._names[index] = item.get("name")
-                out.append(
-                    ToolCallDelta(
-                        number, 0, item.get("call_id") or item.get("id"), index, item.get("name"), None
-                    )
-                )
+                call_id = item.get("call_id") or item.get("id")
+                custom = item_type == "custom_tool_call"
+                out.append(ToolCallDelta(number, 0, call_id, index, item.get("name"), None, custom=custom))
         elif kind == "response.function_call_arguments.done":
-            self._final(self._index(obj), obj.get("arguments"), number, out)
+            self._final(self._index(obj), obj.get("arguments"), number, out, False)
+        elif kind == "response.custom_tool_call_input.done":
+            self._final(self._index(obj), obj.get("input"), number, out, True)
         elif kind == "response.output_item.done":
             item = as_dict(obj.get("item"))
-            if item.get("type") in _CALL_ITEMS:
-                self._final(as_int(obj.get("output_index")), item.get("arguments"), number, out)
+            item_type = item.get("type")
+            if type(item_type) is str and item_type in _CALL_ITEMS:  # a list: unhashable
+                field = _CALL_ITEMS[item_type]
+                custom = item_type == "custom_tool_call"
+                self._final(as_int(obj.get("output_index")), item.get(field), number, out, custom)
         elif kind in _TERMINAL:
             self._terminal(kind, as_dict(obj.get("response")), number, out)
         elif kind in ("response.created", "response.in_progress", "response.queued"):
@@ -110,7 +121,7 @@ class ResponsesDialect(JsonDialect):
             index = self._index_of_item.get(obj["item_id"])
         return index
 
-    def _final(self, index: int | None, arguments, number: int, out: list) -> None:
+    def _final(self, index: int | None, arguments, number: int, out: list, custom: bool) -> None:
         if type(arguments) is not str or index is None:
             return
         seen = self._streamed.get(index)
@@ -118,7 +129,7 @@ class ResponsesDialect(JsonDialect):
             # No delta carried these arguments: the restatement is all there is. Mark it streamed so
             # output_item.done, restating them again, does not add them twice.
             self._streamed[index] = [len(arguments), zlib.crc32(arguments.encode())]
-            out.append(ToolCallDelta(number, 0, None, index, None, arguments))
+            out.append(ToolCallDelta(number, 0, None, index, None, arguments, custom=custom))
         elif seen != [len(arguments), zlib.crc32(arguments.encode())]:
             self._warn.add(
                 "arguments-mismatch",
@@ -154,13 +165,11 @@ class ResponsesDialect(JsonDialect):
             if type(item) is not dict:
                 continue
             kind = item.get("type")
-            if kind in _CALL_ITEMS:
-                arguments = item.get("arguments")
-                out.append(
-                    ToolCallDelta(
-                        1, 0, item.get("call_id") or item.get("id"), position, item.get("name"), arguments
-                    )
-                )
+            if type(kind) is str and kind in _CALL_ITEMS:
+                arguments = item.get(_CALL_ITEMS[kind])
+                call_id = item.get("call_id") or item.get("id")
+                custom = kind == "custom_tool_call"
+                out.append(ToolCallDelta(1, 0, call_id, position, item.get("name"), arguments, custom=custom))
             elif kind == "message":
                 for part in as_list(item.get("content")):
                     if type(part) is dict and part.get("type") == "output_text" and part.get("text"):
@@ -256,7 +265,9 @@ def _echoes(request: dict, add_call, add_result) -> None:
         kind = item.get("type")
         if kind == "function_call":
             add_call(item.get("call_id"), item.get("name"), item.get("arguments"), turn)
-        elif kind == "function_call_output" and type(item.get("call_id")) is str:
+        elif kind == "custom_tool_call":
+            add_call(item.get("call_id"), item.get("name"), item.get("input"), turn)
+        elif kind in _OUTPUT_ITEMS and type(item.get("call_id")) is str:
             add_result(item["call_id"], item.get("output"), None)  # no failure flag in this shape
 
 
@@ -268,7 +279,8 @@ class ResponsesSession:
     starts a response (``generate: false``: a prewarm that makes none); the server's events are this
     module's, one per message, and carry no response id: they belong to the oldest running response of
     their ``stream_id`` lane (one lane without it: responses in turn). A ``response.create`` that follows
-    a response (``previous_response_id``) answers its calls with ``function_call_output`` items: the
+    a response (``previous_response_id``) answers its calls with ``function_call_output`` (and
+    ``custom_tool_call_output``) items: the
     client's evidence, and that response's evidence is then in."""
 
     def __init__(self, connection) -> None:
@@ -282,7 +294,7 @@ class ResponsesSession:
         outputs = [
             item.get("call_id")
             for item in as_list(obj.get("input"))
-            if type(item) is dict and item.get("type") == "function_call_output"
+            if type(item) is dict and item.get("type") in _OUTPUT_ITEMS
         ]
         previous = obj.get("previous_response_id")
         answered = connection.answer(outputs, previous) if outputs else []
@@ -350,7 +362,7 @@ FORMAT = WireFormat(
     sniff_message=_sniff_message,
     tools=lambda request: flat_tools(request, "parameters"),
     parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
-    forced=lambda request: forced_by_type(request, "function"),
+    forced=lambda request: forced_by_type(request, "function") or forced_by_type(request, "custom"),
     echoes=_echoes,
     usage=usage_parts,
     provider="openai",
