@@ -23,7 +23,9 @@ def check(fmt: str, name: str) -> None:
     if name not in SCRIPTS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     if name not in FORMAT_SCENARIOS[fmt]:
-        raise KeyError(f"scenario {name!r} is only served as {SCRIPTS[name]['only']}, not {fmt}")
+        only = SCRIPTS[name]["only"]
+        served = only if isinstance(only, str) else " or ".join(only)
+        raise KeyError(f"scenario {name!r} is only served as {served}, not {fmt}")
 
 
 @functools.cache

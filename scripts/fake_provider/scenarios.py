@@ -48,11 +48,12 @@ _SEQUENTIAL = (
 )
 
 # One script per scenario. Keys:
-#   about       one line for --help              only       the one format that serves it (default: all)
+#   about       one line for --help              only       the format (or formats) serving it (default: all)
 #   steps       the steps above                  error      the format's own error comes after the steps
 #   chat_quirk  how Chat Completions bends it
 #   cut_after   steps sent before the TCP connection is dropped (no terminating zero-length chunk)
 #   gate_after  events sent before waiting for GET /release
+#   custom      the keys of calls that are a custom tool's (free-form input; Chat and Responses)
 SCRIPTS: dict[str, dict[str, Any]] = {
     "interleaved": {
         "about": "two tool calls whose argument fragments alternate (the production incident)",
@@ -111,6 +112,20 @@ SCRIPTS: dict[str, dict[str, Any]] = {
             _args(1, '"to": "日本語"}'),
         ),
     },
+    # Codex's apply_patch: a custom (free-form) tool, its input a patch, not JSON.
+    "custom-interleaved": {
+        "about": "a custom tool's call (its input a patch, not JSON) interleaved with a function call",
+        "steps": (
+            _call(0, "p1", "apply_patch"),
+            _call(1, "r1", "read_file"),
+            _args(0, "*** Begin Patch\n*** Update File: a.py\n"),
+            _args(1, '{"path": '),
+            _args(0, "@@\n-x = 1\n+x = 2\n*** End Patch"),
+            _args(1, '"a.py"}'),
+        ),
+        "custom": ("p1",),
+        "only": ("openai-chat", "openai-responses"),
+    },
     "gated": {
         "about": "sequential, held after its first event until GET /release",
         "steps": _SEQUENTIAL,
@@ -159,4 +174,5 @@ def script(name: str) -> dict[str, Any]:
 
 def served_by(name: str, fmt: str) -> bool:
     """Whether the format serves the scenario (a few are one format's quirk)."""
-    return script(name).get("only", fmt) == fmt
+    only = script(name).get("only", fmt)
+    return fmt in ((only,) if isinstance(only, str) else only)

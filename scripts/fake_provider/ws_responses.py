@@ -37,15 +37,18 @@ def error(code: str, message: str, *, status: int = 400, param: str | None = Non
 
 
 def expected(scenario: str, n: int = 1) -> list[dict]:
-    """The calls of the connection's n-th response of ``scenario``: call id, item id, name, arguments."""
+    """The calls of the connection's n-th response of ``scenario``: call id, item id (a custom tool's
+    call's is ctc_...), name, arguments."""
+    custom = SCRIPTS[scenario].get("custom", ()) if scenario in SCRIPTS else ()
+    keys = [call["id"].removeprefix("call_") for call in expected_calls(scenario, FORMAT)]
     return [
         {
             "id": f"{call['id']}_{n}",
-            "item_id": f"fc_{call['id'].removeprefix('call_')}_{n}",
+            "item_id": f"{'ctc' if key in custom else 'fc'}_{key}_{n}",
             "name": call["name"],
             "arguments": call["arguments"],
         }
-        for call in expected_calls(scenario, FORMAT)
+        for key, call in zip(keys, expected_calls(scenario, FORMAT), strict=True)
     ]
 
 

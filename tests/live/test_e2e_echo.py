@@ -61,13 +61,38 @@ def recency_chat(body: bytes) -> list[dict]:
 
 
 def recency_responses(body: bytes) -> list[dict]:
+    """Function calls and custom tools' calls alike (``custom``: the item's type)."""
     calls: list[dict] = []
     for event in sse_payloads(body):
-        if event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
-            calls.append({"id": event["item"]["call_id"], "name": event["item"]["name"], "arguments": ""})
-        elif event["type"] == "response.function_call_arguments.delta":
+        if event["type"] == "response.output_item.added" and event["item"]["type"] in RESPONSES_CALLS:
+            item = event["item"]
+            calls.append({"id": item["call_id"], "name": item["name"], "arguments": "", "type": item["type"]})
+        elif event["type"] in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
             calls[-1]["arguments"] += event["delta"]
     return calls
+
+
+# A call's item in a Responses request, by its type: (its output item, the field of its arguments).
+RESPONSES_CALLS = {"function_call": ("function_call_output", "arguments"), "custom_tool_call": ("custom_tool_call_output", "input")}  # fmt: skip
+
+
+def responses_echo(calls: list[dict]) -> list[dict]:
+    """The calls as a client sends them back in its next request's input, then their outputs."""
+    items = [
+        {
+            "type": c["type"],
+            "call_id": c["id"],
+            "name": c["name"],
+            RESPONSES_CALLS[c["type"]][1]: c["arguments"],
+        }
+        for c in calls
+    ]
+    return items + [
+        {"type": RESPONSES_CALLS[c["type"]][0], "call_id": c["id"], "output": "ok"} for c in calls
+    ]
 
 
 def recency_anthropic(body: bytes) -> list[dict]:
@@ -178,12 +203,7 @@ def converse(port: int) -> None:
             coding,
         )
         calls = recency_responses(body)
-        items = [{"role": "user", "content": QUESTION}]
-        items += [
-            {"type": "function_call", "call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
-            for c in calls
-        ]
-        items += [{"type": "function_call_output", "call_id": c["id"], "output": "ok"} for c in calls]
+        items = [{"role": "user", "content": QUESTION}, *responses_echo(calls)]
         post(
             port,
             "/v1/responses",
@@ -195,14 +215,44 @@ def converse(port: int) -> None:
         model="interleaved", input=QUESTION, tools=tools, extra_headers={"X-Test-Case": "responses/sdk/1"}
     ) as stream:
         output = [o for o in stream.get_final_response().output if o.type == "function_call"]
-    items = [{"role": "user", "content": QUESTION}]
-    items += [
-        {"type": "function_call", "call_id": o.call_id, "name": o.name, "arguments": o.arguments}
-        for o in output
-    ]
-    items += [{"type": "function_call_output", "call_id": o.call_id, "output": "ok"} for o in output]
+    calls = [{"id": o.call_id, "name": o.name, "type": o.type, "arguments": o.arguments} for o in output]
+    items = [{"role": "user", "content": QUESTION}, *responses_echo(calls)]
     for _ in client.responses.create(
         model="text", input=items, tools=tools, stream=True, extra_headers={"X-Test-Case": "responses/sdk/2"}
+    ):
+        pass
+
+    # A custom tool's call (Codex's apply_patch: its input a patch, not JSON) beside a function's, in Responses:
+    # by a recency client, then by the SDK.
+    tools = [
+        {"type": "custom", "name": "apply_patch", "description": "Edit files with a patch."},
+        {"type": "function", "name": "read_file", "parameters": {"type": "object"}},
+    ]
+    body = post(
+        port,
+        "/v1/responses",
+        {"model": "custom-interleaved", "stream": True, "input": QUESTION, "tools": tools},
+        "custom/recency/1",
+    )
+    items = [{"role": "user", "content": QUESTION}, *responses_echo(recency_responses(body))]
+    post(
+        port,
+        "/v1/responses",
+        {"model": "text", "stream": True, "input": items, "tools": tools},
+        "custom/recency/2",
+    )
+    with client.responses.stream(
+        model="custom-interleaved", input=QUESTION, tools=tools, extra_headers={"X-Test-Case": "custom/sdk/1"}
+    ) as stream:
+        output = stream.get_final_response().output
+    calls = [
+        {"id": o.call_id, "name": o.name, "type": o.type, "arguments": o.input if o.type == "custom_tool_call" else o.arguments}
+        for o in output
+    ]  # fmt: skip
+    SDK_CALLS["custom"] = calls
+    items = [{"role": "user", "content": QUESTION}, *responses_echo(calls)]
+    for _ in client.responses.create(
+        model="text", input=items, tools=tools, stream=True, extra_headers={"X-Test-Case": "custom/sdk/2"}
     ):
         pass
 
@@ -281,6 +331,30 @@ def converse(port: int) -> None:
     post(port, "/v1/chat/completions", {"model": "text", "stream": True, "messages": foreign}, "foreign/1")
 
 
+# What the SDK rebuilt itself, by case.
+SDK_CALLS: dict[str, list[dict]] = {}
+
+
+def test_a_custom_tools_call_is_rebuilt_as_the_sdk_rebuilds_it_said_custom_and_its_echo_checked(session):
+    flows, _ = session
+    result = flows["custom/sdk/1"].metadata["toolcall_lens"]
+    rebuilt = [
+        {"id": c["id"], "name": c["name"], "type": "custom_tool_call" if c.get("custom") else "function_call",
+         "arguments": c["arguments"]}
+        for c in result["choices"][0]["tool_calls"]
+    ]  # fmt: skip
+    assert rebuilt == SDK_CALLS["custom"]
+    assert [c["name"] for c in rebuilt] == ["apply_patch", "read_file"]
+    assert (
+        rebuilt[0]["arguments"].startswith("*** Begin Patch\n") and rebuilt[0]["type"] == "custom_tool_call"
+    )
+    assert "invalid-arguments" not in [w["code"] for w in result["warnings"]]
+    assert "recency-misroute" in [w["code"] for w in result["warnings"]]
+    # The SDK's follow-up echoes the patch and answers both calls: read, checked, and right.
+    evidence = flows["custom/sdk/2"].metadata["toolcall_lens"]["evidence"]
+    assert (evidence["checked"], evidence["matched"], evidence["unanswered"]) == (4, 2, [])
+
+
 def echo_warnings(flow) -> list[dict]:
     return [
         w
@@ -289,7 +363,7 @@ def echo_warnings(flow) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "responses-zstd", "anthropic"])
+@pytest.mark.parametrize("api", ["chat", "responses", "responses-zstd", "custom", "anthropic"])
 def test_a_recency_client_is_caught_by_its_own_follow_up(session, api):
     # responses-zstd: the requests compressed, as Codex sends its own: read in the addon's worker.
     flows, _ = session
@@ -310,7 +384,7 @@ def test_a_recency_client_is_caught_by_its_own_follow_up(session, api):
     assert follow_up.marked and "client-misassembled" in follow_up.comment
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("api", ["chat", "responses", "custom", "anthropic"])
 def test_an_sdk_that_rebuilds_correctly_raises_nothing(session, api):
     flows, _ = session
     assert echo_warnings(flows[f"{api}/sdk/2"]) == []

@@ -142,8 +142,13 @@ def test_scenario_names_and_reconstructions():
         "error-midstream",
         "text",
         "unicode",
+        "custom-interleaved",
         "gated",
     )
+    assert fp.expected_calls("custom-interleaved") == [
+        {"id": "call_p1", "name": "apply_patch", "arguments": "*** Begin Patch\n*** Update File: a.py\n@@\n-x = 1\n+x = 2\n*** End Patch"},
+        {"id": "call_r1", "name": "read_file", "arguments": '{"path": "a.py"}'},
+    ]  # fmt: skip
     assert fp.expected_calls("unicode") == [
         {"id": "call_u1", "name": "get_weather", "arguments": '{"city": "Zürich", "note": "東京 ✓"}'},
         {"id": "call_u2", "name": "translate", "arguments": '{"text": "Grüße", "to": "日本語"}'},
@@ -275,7 +280,9 @@ def test_non_streamed_completion_holds_the_correct_calls(port, name):
     assert completion.object == "chat.completion" and completion.model == name
     message = completion.choices[0].message
     got = [
-        {"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+        {"id": tc.id, "name": tc.custom.name, "arguments": tc.custom.input}  # a custom tool's call
+        if tc.type == "custom"
+        else {"id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
         for tc in message.tool_calls
     ]
     assert got == fp.expected_calls(name)
@@ -609,14 +616,18 @@ def rebuild(fmt: str, events: list[tuple[str | None, dict]]) -> list[dict]:
         if fmt == "openai-chat":
             for tc in obj["choices"][0]["delta"].get("tool_calls", []) if obj.get("choices") else []:
                 key = at_index[tc["index"]] = tc.get("id") or at_index[tc["index"]]
+                body, text = ("custom", "input") if "custom" in tc else ("function", "arguments")
                 if key not in calls:
-                    new(key, key, tc["function"]["name"])
-                calls[key]["arguments"] += tc["function"]["arguments"]
+                    new(key, key, tc[body]["name"])
+                calls[key]["arguments"] += tc[body][text]
         elif fmt == "openai-responses" and name == "response.output_item.added":
-            if obj["item"]["type"] == "function_call":
+            if obj["item"]["type"] in ("function_call", "custom_tool_call"):
                 new(obj["output_index"], obj["item"]["call_id"], obj["item"]["name"])
                 at_index[obj["output_index"]] = obj["item"]["id"]
-        elif fmt == "openai-responses" and name == "response.function_call_arguments.delta":
+        elif fmt == "openai-responses" and name in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
             assert at_index[obj["output_index"]] == obj["item_id"]
             calls[obj["output_index"]]["arguments"] += obj["delta"]
         elif name == "content_block_start" and obj["content_block"]["type"] == "tool_use":
@@ -686,11 +697,16 @@ FACTS = {
 
 def test_format_names_and_scenarios():
     assert fp.FORMATS == tuple(FACTS)
-    common = tuple(name for name in fp.SCENARIOS if name not in ("index-collision", "name-repeated"))
+    chat_only = ("index-collision", "name-repeated")
+    common = tuple(name for name in fp.SCENARIOS if name not in (*chat_only, "custom-interleaved"))
     assert fp.FORMAT_SCENARIOS["openai-chat"] == fp.SCENARIOS
-    assert all(fp.FORMAT_SCENARIOS[fmt] == common for fmt in NEW_FORMATS)
-    with pytest.raises(KeyError, match="only served as openai-chat"):
+    responses = tuple(name for name in fp.SCENARIOS if name not in chat_only)
+    assert fp.FORMAT_SCENARIOS["openai-responses"] == responses
+    assert all(fp.FORMAT_SCENARIOS[fmt] == common for fmt in NEW_FORMATS if fmt != "openai-responses")
+    with pytest.raises(KeyError, match="only served as openai-chat, not"):
         fp.body("anthropic-messages", "index-collision")
+    with pytest.raises(KeyError, match="only served as openai-chat or openai-responses, not gemini"):
+        fp.body("gemini", "custom-interleaved")
     with pytest.raises(KeyError, match="unknown format"):
         fp.body("soap", "text")
     assert fp.sse_body("interleaved") == fp.body("openai-chat", "interleaved")

@@ -70,11 +70,15 @@ def responses_turn(conn: ClientConnection, model: str, **fields) -> list[dict]:
     )
 
 
+_CALL_ITEMS = ("function_call", "custom_tool_call")
+_DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
+
+
 def responses_calls(events: list[dict]) -> list[dict]:
     """The calls rebuilt by item id: the item added names them, the deltas carry item_id only."""
     calls: dict[str, dict] = {}
     for event in events:
-        if event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
+        if event["type"] == "response.output_item.added" and event["item"]["type"] in _CALL_ITEMS:
             item = event["item"]
             calls[item["id"]] = {
                 "id": item["call_id"],
@@ -82,7 +86,7 @@ def responses_calls(events: list[dict]) -> list[dict]:
                 "name": item["name"],
                 "arguments": "",
             }
-        elif event["type"] == "response.function_call_arguments.delta":
+        elif event["type"] in _DELTAS:
             calls[event["item_id"]]["arguments"] += event["delta"]
     return list(calls.values())
 

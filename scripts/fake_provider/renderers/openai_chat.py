@@ -1,5 +1,6 @@
 """OpenAI Chat Completions: `chat.completion.chunk` deltas as SSE data lines, then `data: [DONE]`; tool calls
-by `index` (bent by the scenarios' chat quirks: every call at index 0, identity repeated on every delta)."""
+by `index` (bent by the scenarios' chat quirks: every call at index 0, identity repeated on every delta); a
+call whose key the script lists under `custom` is a custom tool's, its text its `custom.input`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ class ChatCompletions(Render):
     def tool_delta(self, block: Block, fragment: str, first: bool) -> None:
         quirk = self.script.get("chat_quirk")
         index = 0 if quirk == "same-index" else block.number
-        if first or quirk == "repeat-identity":
+        if block.key in self.script.get("custom", ()):
+            custom = {"name": block.name, "input": fragment} if first else {"input": fragment}
+            identity = {"id": block.id, "type": "custom"} if first else {}
+            self.chunk({"tool_calls": [{"index": index, **identity, "custom": custom}]})
+        elif first or quirk == "repeat-identity":
             function = {"name": block.name, "arguments": fragment}
             self.chunk(
                 {"tool_calls": [{"index": index, "id": block.id, "type": "function", "function": function}]}
@@ -53,7 +58,9 @@ class ChatCompletions(Render):
         message: dict[str, Any] = {"role": "assistant", "content": self.joined("text") or None}
         if self.calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.full}}
+                {"id": c.id, "type": "custom", "custom": {"name": c.name, "input": c.full}}
+                if c.key in self.script.get("custom", ())
+                else {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.full}}
                 for c in self.calls
             ]
         choice = {"index": 0, "message": message, "finish_reason": self.tools_or("tool_calls", "stop")}

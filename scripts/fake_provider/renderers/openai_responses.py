@@ -1,5 +1,7 @@
 """OpenAI Responses: typed `response.*` events as named SSE, each with a sequence_number; every output item
-(reasoning, message, function call) wrapped in its added / done events."""
+(reasoning, message, function call, a custom tool's call) wrapped in its added / done events. A call whose
+key the script lists under `custom` is a custom tool's (a free-form tool, as Codex's apply_patch): a
+`custom_tool_call` item, its text streamed as `input`."""
 
 from __future__ import annotations
 
@@ -59,10 +61,22 @@ class Responses(Render):
             **fields,
         }
 
+    # kind: (delta, done) event types of a custom tool's call, and its item's field for the text
+    CUSTOM: ClassVar[tuple] = (
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+    )
+
+    def custom(self, block: Block) -> bool:
+        return block.kind == "call" and block.key in self.script.get("custom", ())
+
     def item_id(self, block: Block) -> str:
-        return {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind].format(
-            block.key or block.position
+        pattern = (
+            "ctc_{}"
+            if self.custom(block)
+            else {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind]
         )
+        return pattern.format(block.key or block.position)
 
     def part(self, block: Block, text: str) -> dict:
         if block.kind == "think":
@@ -77,11 +91,15 @@ class Responses(Render):
             return {**head, "type": "reasoning", "summary": parts}
         if block.kind == "text":
             return {**head, "type": "message", "status": status, "content": parts, "role": "assistant"}
+        if self.custom(block):
+            kind, field = "custom_tool_call", "input"
+        else:
+            kind, field = "function_call", "arguments"
         return {
             **head,
-            "type": "function_call",
+            "type": kind,
             "status": status,
-            "arguments": block.text,
+            field: block.text,
             "call_id": block.id,
             "name": block.name,
         }
@@ -103,14 +121,17 @@ class Responses(Render):
             self.event(added, block, part=self.part(block, ""))
 
     def add(self, block: Block, fragment: str) -> None:
-        self.event(self.EVENTS[block.kind][1], block, delta=fragment, **self.logprobs(block))
+        kind = self.CUSTOM[0] if self.custom(block) else self.EVENTS[block.kind][1]
+        self.event(kind, block, delta=fragment, **self.logprobs(block))
 
     def logprobs(self, block: Block) -> dict:
         return {"logprobs": []} if block.kind == "text" else {}
 
     def close(self, block: Block) -> None:
         _, _, done, part_done = self.EVENTS[block.kind]
-        if block.kind == "call":
+        if self.custom(block):
+            self.event(self.CUSTOM[1], block, input=block.text)
+        elif block.kind == "call":
             self.event(done, block, name=block.name, arguments=block.text)
         else:
             self.event(done, block, text=block.text, **self.logprobs(block))

@@ -201,10 +201,17 @@ def test_every_transformation_keeps_the_stream_valid_and_its_meaning(fmt, scenar
     assert report["skipped"] == []
     if scenario not in ("truncated", "error-midstream"):
         expected = [
-            (c["id"], c["name"], orjson.loads(c["arguments"]))
-            for c in fake_provider.expected_calls(scenario, fmt)
+            (c["id"], c["name"], as_json(c["arguments"])) for c in fake_provider.expected_calls(scenario, fmt)
         ]
-        assert [(i, n, orjson.loads(a)) for i, n, a in calls(new)] == expected
+        assert [(i, n, as_json(a)) for i, n, a in calls(new)] == expected
+
+
+def as_json(arguments: str):
+    """The value of a call's JSON arguments; a custom tool's (a patch) as they are."""
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return arguments
 
 
 # -- each transformation does what it says -------------------------------------------------------------------
