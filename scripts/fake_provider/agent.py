@@ -2,7 +2,9 @@
 that declares tools and carries no tool result gets two parallel calls, interleaved as `interleaved` sends
 them, to tools it declared: its shell tool (`echo hi`) and its file-read tool (the --agent-file path; an
 agent without one, Codex, gets a second shell call that cats the file); Gemini's calls carry no id, as the
-Gemini API sends them (Gemini CLI then makes its own). A request that carries tool results,
+Gemini API sends them (Gemini CLI then makes its own). An agent that declares a custom (free-form) `apply_patch`
+tool, as Codex does to the GPT-5 models (--agent-model names them), gets a patch instead of the file read:
+a custom tool's call adding PATCHED to its working directory. A request that carries tool results,
 or declares no tool (a title, a summary), gets a final text. GET /agent lists every answer made."""
 
 from __future__ import annotations
@@ -27,9 +29,21 @@ COMMAND_KEYS = ("command", "cmd")
 PATH_KEYS = ("file_path", "filePath", "absolute_path", "path")
 COMMAND = "echo hi"
 FINAL_TEXT = "Both tools ran: the shell said hi, and the file was read."
+# The custom tool's call: a patch adding a file, in the grammar of Codex's apply_patch.
+PATCH_TOOL = "apply_patch"
+PATCHED, PATCHED_TEXT = "patched.txt", "patched by the fake provider\n"
+PATCH = f"*** Begin Patch\n*** Add File: {PATCHED}\n+{PATCHED_TEXT}*** End Patch\n"
 
-# Set by the process (--agent-file); one provider process serves one agent's working directory.
-settings = {"file": "notes.txt"}
+# Set by the process (--agent-file, --agent-model); one provider process serves one agent's working
+# directory. "models": more model names than `agent` that get this scenario.
+settings: dict[str, Any] = {"file": "notes.txt", "models": ()}
+
+
+def is_agent(name) -> bool:
+    """Whether a request's model names this scenario."""
+    return name == AGENT or (isinstance(name, str) and name in settings["models"])
+
+
 # Every answer made, in order: what GET /agent returns.
 log: list[dict[str, Any]] = []
 _turns = itertools.count(1)
@@ -74,7 +88,7 @@ def tool_results(payload: dict) -> list[str]:
     for item in _items(payload):
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "function_call_output":  # Responses
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):  # Responses
             ids.append(item.get("call_id"))
         elif item.get("role") == "tool":  # Chat Completions, Ollama
             ids.append(item.get("tool_call_id") or item.get("name"))
@@ -105,7 +119,21 @@ def _halves(text: str) -> tuple[str, str]:
     return text[:middle], text[middle:]
 
 
-def plan(tools: dict[str, dict], results: list[str]) -> tuple[dict[str, Any], str]:
+def custom_tools(payload: dict) -> set[str]:
+    """The custom (free-form) tools a request declares: Responses' and Chat's shapes."""
+    tools = payload.get("tools")
+    names = set()
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and tool.get("type") == "custom":
+            body = tool.get("custom") if isinstance(tool.get("custom"), dict) else tool
+            if isinstance(body.get("name"), str):
+                names.add(body["name"])
+    return names
+
+
+def plan(
+    tools: dict[str, dict], results: list[str], custom: set[str] = frozenset()
+) -> tuple[dict[str, Any], str]:
     """(the script to send, why): parallel calls on a first request, else a final text."""
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
     if results or not tools or shell is None:
@@ -113,13 +141,18 @@ def plan(tools: dict[str, dict], results: list[str]) -> tuple[dict[str, Any], st
         return {"steps": tuple(("text", piece) for piece in _halves(FINAL_TEXT))}, why
     read = next((name for name in READ_TOOLS if name in tools), None)
     first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
+    turn = next(_turns)
+    if PATCH_TOOL in custom:
+        steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}pt", PATCH_TOOL, "")]
+        pieces = [_halves(orjson.dumps(first).decode()), _halves(PATCH)]
+        steps += [("args", slot, pieces[slot][half]) for half in (0, 1) for slot in (0, 1)]
+        return {"steps": tuple(steps), "custom": (f"a{turn}pt",)}, "calls"
     if read is not None:
         second = _arguments(tools[read], PATH_KEYS, settings["file"], {})
     else:
         read = shell
         second = _arguments(tools[shell], COMMAND_KEYS, f"cat {settings['file']}", {"description": "Read it"})
-    turn = next(_turns)
-    steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}rd", read, "")]
+    steps = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}rd", read, "")]
     pieces = [_halves(orjson.dumps(arguments).decode()) for arguments in (first, second)]
     for half in (0, 1):
         for slot in (0, 1):
@@ -130,7 +163,7 @@ def plan(tools: dict[str, dict], results: list[str]) -> tuple[dict[str, Any], st
 def render(fmt: str, payload: dict) -> Render:
     """The answer to one request of the `agent` scenario, logged for GET /agent."""
     tools, results = declared_tools(payload), tool_results(payload)
-    scripted, why = plan(tools, results)
+    scripted, why = plan(tools, results, custom_tools(payload))
     wire = WIRE_FORMATS[fmt]
     if fmt == "gemini":  # as the Gemini API streams them: calls without ids (Gemini CLI makes its own)
         wire = wire._replace(call_id="")

@@ -12,7 +12,7 @@ import orjson
 
 from accumulator.decoding import TooLarge, decode_body
 
-from .agent import AGENT
+from .agent import AGENT, is_agent
 from .bodies import FORMAT_SCENARIOS
 from .wire import ENCODINGS, sha256
 
@@ -111,7 +111,9 @@ def scenario_of(request: Request, fmt: str, name: str | None, stream: bool | Non
             stream = payload.get("stream") is not False
         else:
             stream = payload.get("stream") is True
-    if name != AGENT and (not isinstance(name, str) or name not in FORMAT_SCENARIOS[fmt]):
+    if is_agent(name):  # `agent`, or a model name --agent-model gave it
+        return AGENT, bool(stream)
+    if not isinstance(name, str) or name not in FORMAT_SCENARIOS[fmt]:
         raise Refused(404, f"unknown scenario {name!r}; known: {', '.join(FORMAT_SCENARIOS[fmt])}")
     return name, bool(stream)
 

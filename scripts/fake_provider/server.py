@@ -2,7 +2,7 @@
 turn while the connection stays reusable, or handed over to WebSocket at an upgrade (ws_protocols.py);
 `serve` listens until SIGTERM or SIGINT and says where it listens.
 
-.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH]
+.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH] [--agent-model NAME]
 """
 
 from __future__ import annotations
@@ -224,10 +224,19 @@ def arguments(argv: list[str] | None, description: str, *, websocket: bool = Tru
         default=agent.settings["file"],
         help="the file the `agent` scenario has an agent read (default: %(default)s, in its working directory)",
     )
+    parser.add_argument(
+        "--agent-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a model name the `agent` scenario also answers (an agent whose tools depend on its model: "
+        "Codex declares its custom apply_patch tool to the GPT-5 models); repeatable",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.delay <= 60:
         parser.error("--delay must be between 0 and 60 seconds")
     agent.settings["file"] = args.agent_file  # the process serves one agent's working directory
+    agent.settings["models"] = tuple(args.agent_model)
     return args
 
 

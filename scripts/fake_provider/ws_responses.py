@@ -73,6 +73,7 @@ class ResponsesSession(Session):
             self.outbox.add(lane, [Send(self._lane(failure, lane))])
             return
         name, previous = create.get("model"), create.get("previous_response_id")
+        name = agent.AGENT if agent.is_agent(name) else name
         if name not in SCENARIOS and name != agent.AGENT:
             known = ", ".join(SCENARIOS)
             failure = error(

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from agents import AGENTS, NOTES, NOTES_TEXT, RUNS, missing, recipe
-from fake_provider.agent import FINAL_TEXT
+from agents import AGENTS, NOTES, NOTES_TEXT, PATCH_MODEL, RUNS, missing, recipe
+from fake_provider.agent import FINAL_TEXT, PATCH, PATCHED, PATCHED_TEXT
 from lab import start_fake_provider, start_mitmdump
 from mitmproxy import io
 from streams import ROOT
@@ -53,10 +53,10 @@ def folders(tmp: Path) -> tuple[Path, Path]:
     return work, home
 
 
-def run_agent(name: str, tmp: Path, inject: str | None = None) -> Outcome:
+def run_agent(name: str, tmp: Path, inject: str | None = None, *provider_args: str) -> Outcome:
     work, home = folders(tmp)
     export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
-    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES))
+    provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES), *provider_args)
     try:
         options = [f"toolcall_lens_jsonl={export}"] + ([f"toolcall_lens_inject={inject}"] if inject else [])
         proxy, port = start_mitmdump(provider_port, dump, *options)
@@ -190,6 +190,31 @@ def test_agent_rebuilt_calls_are_the_ones_sent_and_its_follow_up_answers_both(na
         assert checked, [r["result"].get("evidence") for r in outcome.records]
         assert checked[0]["matched"] == len(sent), checked
         assert not checked[0]["unanswered"] and not checked[0]["unknown"], checked
+
+
+@pytest.mark.needs(missing("codex") is None, missing("codex") or "")
+def test_codex_applies_the_patch_of_a_custom_tool_call_the_addon_rebuilt(tmp_path):
+    # Codex declares its apply_patch, a custom (free-form) tool, to the GPT-5 models: the provider answers
+    # one with a shell call and a patch, their deltas interleaved; Codex applies the patch it rebuilt.
+    outcome = run_agent("codex-patch", tmp_path, None, "--agent-model", PATCH_MODEL)
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    assert (tmp_path / "work" / PATCHED).read_text() == PATCHED_TEXT
+    [turn] = [entry for entry in outcome.sent if entry["answer"] == "calls"]
+    assert "apply_patch" in turn["tools"]
+    [record] = [r for r in outcome.records if calls_of(r)]
+    rebuilt = [(c["id"], c["name"], c["arguments"], c.get("custom", False)) for c in calls_of(record)]
+    shell, patch = turn["calls"]
+    assert rebuilt == [
+        (shell["id"], shell["name"], shell["arguments"], False),
+        (patch["id"], "apply_patch", PATCH, True),
+    ]
+    loud = [(bool(calls_of(r)), w["code"]) for r in outcome.records for w in r["result"]["warnings"]
+            if w["severity"] == "warning"]  # fmt: skip
+    assert loud == [(True, "recency-misroute")], loud
+    # Codex echoed the patch as a custom_tool_call item and answered it: checked, and it matched.
+    [evidence] = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")][:1]  # fmt: skip
+    assert (evidence["matched"], evidence["unanswered"], evidence["unknown"]) == (2, [], []), evidence
 
 
 def table() -> dict[tuple[str, str], str]:
