@@ -123,8 +123,9 @@ def recipe(name: str, home: Path, base: str) -> Run:
     """How ``name`` runs against the provider at ``base`` (http://127.0.0.1:PORT, the proxy in reverse
     mode), with ``home`` as its HOME. Variants: ``codex`` speaks HTTP SSE through a provider table of its
     own; ``codex-ws`` is Codex's built-in OpenAI provider pointed elsewhere, which speaks Responses over
-    WebSocket; ``codex-patch`` is ``codex`` with a GPT-5 model's name (PATCH_MODEL: the provider must
-    answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch tool."""
+    WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
+    provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
+    tool."""
     env = isolated_env(home)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
@@ -139,11 +140,11 @@ def recipe(name: str, home: Path, base: str) -> Run:
         }
         # --allowedTools instead of --dangerously-skip-permissions, which refuses to run as root.
         return Run([exe, "-p", PROMPT, "--model", "agent", "--allowedTools", "Bash", "Read"], env)
-    if name in ("codex", "codex-ws", "codex-patch"):
+    if name in ("codex", "codex-ws", "codex-patch", "codex-ws-patch"):
         codex_home = home / ".codex"
-        model = PATCH_MODEL if name == "codex-patch" else "agent"
+        model = PATCH_MODEL if name.endswith("-patch") else "agent"
         config = f'model = "{model}"\ncheck_for_update_on_startup = false\n\n[analytics]\nenabled = false\n'
-        if name != "codex-ws":
+        if not name.startswith("codex-ws"):
             # Codex ignores OPENAI_BASE_URL; a provider table of its own speaks HTTP SSE.
             config = 'model_provider = "fake"\n' + config
             config += (

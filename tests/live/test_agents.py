@@ -193,10 +193,12 @@ def test_agent_rebuilt_calls_are_the_ones_sent_and_its_follow_up_answers_both(na
 
 
 @pytest.mark.needs(missing("codex") is None, missing("codex") or "")
-def test_codex_applies_the_patch_of_a_custom_tool_call_the_addon_rebuilt(tmp_path):
+@pytest.mark.parametrize("name", ["codex-patch", "codex-ws-patch"])
+def test_codex_applies_the_patch_of_a_custom_tool_call_the_addon_rebuilt(name, tmp_path):
     # Codex declares its apply_patch, a custom (free-form) tool, to the GPT-5 models: the provider answers
-    # one with a shell call and a patch, their deltas interleaved; Codex applies the patch it rebuilt.
-    outcome = run_agent("codex-patch", tmp_path, None, "--agent-model", PATCH_MODEL)
+    # one with a shell call and a patch, their deltas interleaved; Codex applies the patch it rebuilt. Over
+    # HTTP SSE, and over its built-in provider's Responses WebSocket.
+    outcome = run_agent(name, tmp_path, None, "--agent-model", PATCH_MODEL)
     report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
     assert survived(outcome), report
     assert (tmp_path / "work" / PATCHED).read_text() == PATCHED_TEXT
@@ -212,6 +214,11 @@ def test_codex_applies_the_patch_of_a_custom_tool_call_the_addon_rebuilt(tmp_pat
     loud = [(bool(calls_of(r)), w["code"]) for r in outcome.records for w in r["result"]["warnings"]
             if w["severity"] == "warning"]  # fmt: skip
     assert loud == [(True, "recency-misroute")], loud
+    if name == "codex-ws-patch":
+        # The next response.create answered both calls, the patch with a custom_tool_call_output.
+        answered = (record["result"]["websocket"]["evidence"] or {}).get("answered") or []
+        assert sorted(answered) == sorted([shell["id"], patch["id"]]), record["result"]["websocket"]
+        return
     # Codex echoed the patch as a custom_tool_call item and answered it: checked, and it matched.
     [evidence] = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")][:1]  # fmt: skip
     assert (evidence["matched"], evidence["unanswered"], evidence["unknown"]) == (2, [], []), evidence
