@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import fake_provider
 import pytest
 from schemas import check_result
 from streams import call, choice, chunk, codes, named_sse, sse, tool_chunk, warning
@@ -249,3 +250,20 @@ def test_the_report_and_the_span_show_a_custom_calls_input_as_written(tmp_path, 
     span = span_of(analyze(body, "openai-chat"), FlowFacts(start=1.0), content=True)
     (message,) = json.loads(span.attributes["gen_ai.output.messages"])
     assert message["parts"][0]["arguments"] == "42"
+
+
+@pytest.mark.parametrize("format", ["openai-chat", "openai-responses"])
+def test_the_fake_providers_custom_scenario_whole_and_streamed(format):
+    # Its whole answer (stream: false) and its stream give the same calls, the patch marked custom.
+    whole = analyze_message(
+        json.dumps(fake_provider.final_response(format, "custom-interleaved")).encode(), format
+    )
+    streamed = analyze(fake_provider.body(format, "custom-interleaved"), format)
+    for result in (whole, streamed):
+        check_result(result)
+        assert [(c["name"], c.get("custom", False)) for c in result["choices"][0]["tool_calls"]] == [
+            ("apply_patch", True),
+            ("read_file", False),
+        ]
+        assert "invalid-arguments" not in codes(result)
+    assert calls(whole) == calls(streamed)
