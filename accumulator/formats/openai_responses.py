@@ -8,10 +8,10 @@ compared with the deltas otherwise. A custom tool's call (a free-form tool, as C
 the same with ``custom_tool_call`` items and ``custom_tool_call_input`` events: its ``input``, raw text, is
 its arguments.
 
-Requests: flat ``tools[]`` (``name``, ``parameters``), ``parallel_tool_calls``, ``tool_choice`` of type
-``function`` or ``custom``; echoes are ``input[]`` items (``function_call``, ``custom_tool_call``, and their
-``_output``). Rewriting: a run is the span of consecutive function-call items (a custom tool's call passes
-as it is), ``sequence_number`` renumbered on the way out.
+Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too), ``parallel_tool_calls``,
+``tool_choice`` of type ``function`` or ``custom``; echoes are ``input[]`` items (``function_call``,
+``custom_tool_call``, and their ``_output``). Rewriting: a run is the span of consecutive function-call
+items (a custom tool's call passes as it is), ``sequence_number`` renumbered on the way out.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .base import (
     as_int,
     as_list,
     as_str,
-    flat_tools,
+    declare,
     forced_by_type,
 )
 
@@ -255,6 +255,25 @@ class SequenceNumbers:
 # -- requests ------------------------------------------------------------------------------------------------
 
 
+def _tools(request: dict) -> dict | None:
+    """Flat ``tools[]`` (``name``, ``parameters``), and the tools a ``namespace`` holds (Codex declares its
+    sub-agent tools so: a call names the tool, not the namespace); None without a ``tools`` key."""
+    tools = request.get("tools")
+    if tools is None:
+        return None
+    declared: dict = {}
+    for tool in as_list(tools):
+        if type(tool) is not dict:
+            continue
+        if tool.get("type") == "namespace":
+            for inner in as_list(tool.get("tools")):
+                if type(inner) is dict:
+                    declare(declared, inner, inner.get("parameters"))
+        else:
+            declare(declared, tool, tool.get("parameters"))
+    return declared
+
+
 def _echoes(request: dict, add_call, add_result) -> None:
     items = request.get("input")
     if type(items) is not list:
@@ -360,7 +379,7 @@ FORMAT = WireFormat(
     paths=((r"/responses$", False),),
     sniff=_sniff,
     sniff_message=_sniff_message,
-    tools=lambda request: flat_tools(request, "parameters"),
+    tools=_tools,
     parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
     forced=lambda request: forced_by_type(request, "function") or forced_by_type(request, "custom"),
     echoes=_echoes,

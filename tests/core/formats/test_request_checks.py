@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from streams import DATA, call, choice, chunk, codes, sse, tool_chunk, warning, without_timing
+from streams import DATA, call, choice, chunk, codes, named_sse, sse, tool_chunk, warning, without_timing
 
 from accumulator import StreamAccumulator, analyze
 from accumulator.cli import main
@@ -264,3 +264,37 @@ def test_wrong_types_where_lists_belong_are_read_as_nothing():
     body = {"messages": [{"tool_calls": True}], "functions": 1, "tools": [{"functionDeclarations": True}]}
     assert request_facts(body).tools == {}
     assert extract_echoes(body) == ([], [])
+
+
+def test_a_responses_namespace_declares_the_tools_it_holds():
+    # Codex declares its sub-agent tools in a namespace (multi_agent_v1): a call to one of them names the
+    # tool, not the namespace, and is checked against the tool's own schema.
+    spawn = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+    request = {
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+            {"type": "namespace", "name": "multi_agent_v1", "description": "sub-agents", "tools": [
+                {"type": "function", "name": "spawn_agent", "parameters": spawn},
+                {"type": "function", "name": "close_agent", "parameters": {"type": "object"}},
+                "not a tool",
+            ]},
+            {"type": "namespace", "name": "empty", "tools": "not a list"},
+        ]
+    }  # fmt: skip
+    facts = request_facts(request, "openai-responses")
+    assert sorted(facts.tools) == ["close_agent", "exec_command", "spawn_agent"]
+    assert facts.tools["spawn_agent"] == spawn
+
+    def stream(arguments: str) -> bytes:
+        item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "spawn_agent",
+                "namespace": "multi_agent_v1", "arguments": ""}  # fmt: skip
+        events = [
+            ("response.output_item.added", {"output_index": 0, "item": item}),
+            ("response.function_call_arguments.delta", {"output_index": 0, "item_id": "fc_1", "delta": arguments}),
+            ("response.output_item.done", {"output_index": 0, "item": {**item, "arguments": arguments}}),
+            ("response.completed", {"response": {"status": "completed"}}),
+        ]  # fmt: skip
+        return named_sse(*events)
+
+    assert codes(analyze(stream('{"message": "go"}'), "openai-responses", request=request)) == []
+    assert "schema-mismatch" in codes(analyze(stream('{"message": 1}'), "openai-responses", request=request))
