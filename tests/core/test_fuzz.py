@@ -33,6 +33,7 @@ BODIES = [
     (f, fake_provider.body(f, s)) for f in fake_provider.FORMATS for s in ("interleaved", "error-midstream")
 ]
 BODIES += [("gemini", fake_provider.body("gemini", "sequential", gemini_sse=False))]
+BODIES += [(f, fake_provider.body(f, "custom-interleaved")) for f in ("openai-chat", "openai-responses")]
 BODIES += [("openai-chat", (DATA / "production_interleaved.sse").read_bytes())]
 BODIES += [("bedrock-converse", (DATA / "bedrock_converse_parallel.bin").read_bytes())]
 
@@ -146,6 +147,9 @@ KEYS = [
     "thinking",
     "text",
     "stringValue",
+    "custom",
+    "namespace",
+    "tools",
 ]
 NESTED = st.recursive(
     JSON,
@@ -160,6 +164,9 @@ EVENT_NAMES = [
     "content_block_delta",
     "response.output_item.added",
     "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+    "response.custom_tool_call_input.done",
+    "response.output_item.done",
     "tool-call-start",
     "tool-call-delta",
     None,
