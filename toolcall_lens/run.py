@@ -763,6 +763,8 @@ def report(outcome: Outcome, paths: Paths, mode: str, flags: str = "") -> str:
                 arguments = call.get("arguments") or ""
                 if len(arguments) > 200:
                     arguments = arguments[:200] + "…"
+                if call.get("custom"):  # a custom tool's input, a patch: on its call's line
+                    arguments = "(custom) " + arguments.replace("\n", "\\n")
                 lines.append(
                     f"  [{call.get('index')}] {call.get('name') or '?'}  id={call.get('id')}  {arguments}"
                 )

@@ -11,9 +11,11 @@ import subprocess
 import sys
 import time
 
+import fake_provider
 import pytest
 from streams import DATA
 
+from accumulator import analyze
 from accumulator.cli import main
 from toolcall_lens import run as run_command
 
@@ -157,3 +159,18 @@ def test_the_reports_commands_carry_the_options_the_proxy_ran_with_that_the_cli_
     result = json.loads(capsys.readouterr().out)["results"][0]
     assert {w["code"] for w in result["warnings"]} == {"calls-cap", "arguments-cap"}
     assert result["choices"][0]["tool_calls"][0]["arguments"] == '{"cit'
+
+
+def test_the_report_shows_a_custom_calls_input_on_its_calls_line(tmp_path):
+    result = analyze(fake_provider.body("openai-responses", "custom-interleaved"), "openai-responses")
+    outcome = run_command.Outcome(
+        status=0, flows=1, records=[{"method": "POST", "url": "u", "result": result}]
+    )
+    paths = run_command.Paths(*(tmp_path / n for n in ("run", "d.flows", "l.jsonl", "m.log", "ca.pem")))
+    lines = run_command.report(outcome, paths, "regular").splitlines()
+    [patch] = [line for line in lines if "apply_patch" in line and "id=" in line]
+    assert patch.endswith(
+        "(custom) *** Begin Patch\\n*** Update File: a.py\\n@@\\n-x = 1\\n+x = 2\\n*** End Patch"
+    )
+    [read] = [line for line in lines if "read_file" in line and "id=" in line]
+    assert read.endswith('{"path": "a.py"}')
