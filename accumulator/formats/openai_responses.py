@@ -10,8 +10,8 @@ its arguments.
 
 Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too), ``parallel_tool_calls``,
 ``tool_choice`` of type ``function`` or ``custom``; echoes are ``input[]`` items (``function_call``,
-``custom_tool_call``, and their ``_output``). Rewriting: a run is the span of consecutive function-call
-items (a custom tool's call passes as it is), ``sequence_number`` renumbered on the way out.
+``custom_tool_call``, and their ``_output``). Rewriting: a run is the span of consecutive call items (a
+function's or a custom tool's), ``sequence_number`` renumbered on the way out.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ _TEXT_EVENTS = {
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 # The output items that are a call the client runs, and the field holding their arguments.
 _CALL_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
+_CALL_TYPES = tuple(_CALL_ITEMS)  # to test any JSON value against (a list is unhashable)
 _DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
 _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")  # the client's answers to them
 
@@ -186,7 +187,12 @@ class ResponsesDialect(JsonDialect):
 
 # -- rewriting -----------------------------------------------------------------------------------------------
 
-_FRAGMENTS = ("response.function_call_arguments.delta", "response.function_call_arguments.done")
+_FRAGMENTS = (
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.custom_tool_call_input.delta",
+    "response.custom_tool_call_input.done",
+)
 
 
 class ItemKeys:
@@ -208,7 +214,7 @@ class ItemKeys:
         if kind in ("response.output_item.added", "response.output_item.done"):
             item = obj.get("item")
             index = obj.get("output_index")
-            if type(item) is dict and item.get("type") == "function_call" and type(index) is int:
+            if type(item) is dict and item.get("type") in _CALL_TYPES and type(index) is int:
                 if kind.endswith("added"):
                     if type(item.get("id")) is str:
                         self._index_of_item[item["id"]] = index

@@ -9,6 +9,7 @@ import json
 
 import fake_provider
 import pytest
+from rewriting import rewrite
 from schemas import check_result
 from streams import call, choice, chunk, codes, named_sse, sse, tool_chunk, warning
 
@@ -267,3 +268,34 @@ def test_the_fake_providers_custom_scenario_whole_and_streamed(format):
         ]
         assert "invalid-arguments" not in codes(result)
     assert calls(whole) == calls(streamed)
+
+
+def sequential_events() -> list:
+    """The patch's call whole, then the read's: each item added, its deltas, its restatements."""
+    events = responses_events()
+    added = {e[1]["output_index"]: e for e in events if e[0] == "response.output_item.added"}
+    done = {e[1]["output_index"]: e for e in events if e[0] == "response.output_item.done"}
+    deltas = [e for e in events if e[0].endswith(".delta")]
+    custom_done = [e for e in events if e[0] == "response.custom_tool_call_input.done"]
+    return [
+        events[0],
+        added[0],
+        *[e for e in deltas if e[1]["output_index"] == 0],
+        *custom_done,
+        done[0],
+        added[1],
+        *[e for e in deltas if e[1]["output_index"] == 1],
+        done[1],
+        events[-1],
+    ]
+
+
+def test_the_test_bench_interleaves_a_custom_call_with_a_functions():
+    body = named_sse(*sequential_events())
+    before = analyze(body, "openai-responses")
+    assert calls(before) == REBUILT and "recency-misroute" not in codes(before)
+    out, report = rewrite("openai-responses", body, ["interleave"])
+    after = analyze(b"".join(out), "openai-responses")
+    assert calls(after) == REBUILT and report["calls_reordered"] == 2
+    assert [c["interleaved"] for c in after["choices"][0]["tool_calls"]] == [True, True]
+    assert "recency-misroute" in codes(after)
