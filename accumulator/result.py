@@ -404,7 +404,8 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
         ]:
             continue
         event = strategy.first_divergence
-        summary = ", ".join(f"{c['name']}({_cap(c['arguments'], 60)})" for c in simulated) or "no calls"
+        # On one line: arguments can hold line breaks (a custom tool's patch, pretty-printed JSON).
+        summary = ", ".join(f"{c['name']}({_inline(c['arguments'], 60)})" for c in simulated) or "no calls"
         what = (
             "different calls"
             if len(simulated) == len(identity)
@@ -431,6 +432,11 @@ def _verdict(strategy, out_choices: list[ChoiceResult], warnings: WarningLog, em
 
 def _cap(text: str, limit: int = _TEXT_CAP) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _inline(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, its line breaks written as ``\\n``, ``\\r``."""
+    return _cap(text, limit).replace("\r", "\\r").replace("\n", "\\n")
 
 
 _WARNING = {

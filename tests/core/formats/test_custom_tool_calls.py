@@ -79,7 +79,10 @@ def test_a_responses_custom_call_is_rebuilt_by_identity_said_custom_and_not_judg
     assert "custom" not in result["choices"][0]["tool_calls"][1]  # a function's call: as before
     assert "invalid-arguments" not in codes(result) and "arguments-mismatch" not in codes(result)
     # Both items open before their deltas: a client appending each to the latest call gets it wrong.
-    would = warning(result, "recency-misroute")["would_build"]
+    misroute = warning(result, "recency-misroute")
+    assert "\n" not in misroute["message"] and "*** Begin Patch\\n" in misroute["message"]  # one line
+    assert "\n" not in result["compatibility"]["recency"]["reason"]
+    would = misroute["would_build"]
     assert [c["arguments"] for c in would] == ["", PATCH[:HALF] + '{"path": ' + PATCH[HALF:] + '"a.py"}']
     assert [c["interleaved"] for c in result["choices"][0]["tool_calls"]] == [True, True]
 
