@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         help=f"hazard strategies to replay (default: all: {','.join(STRATEGIES)}; 'none' for none)",
     )
     # The caps of the addon's options of the same names (proxy.md), to re-analyse a dump as it was recorded.
-    for flag, metavar, default, least, help in _CAPS:
+    for flag, metavar, default, least, help in CAPS:
         parser.add_argument(
             flag, type=_at_least(least), default=default, metavar=metavar, help=f"{help} (default {default})"
         )
@@ -401,8 +401,9 @@ def _rewrite(jobs: list, inject: tuple, repair: tuple, output: str) -> Job:
     )
 
 
-# flag, metavar, default, least value, help: the caps of Limits, as the addon's options name them.
-_CAPS = (
+# flag, metavar, default, least value, help: the caps of Limits, as the addon's options name them
+# (toolcall_lens_event_cap is --event-cap; `toolcall-lens run` maps one to the other so).
+CAPS = (
     ("--event-cap", "BYTES", DEFAULT_LIMITS.max_event_bytes, 1, "largest single event analysed"),
     ("--decoded-cap", "BYTES", DEFAULT_LIMITS.max_decoded_bytes, 1,
      "bytes of each body analysed after decompression, a dump flow's compressed request's too"),

@@ -28,6 +28,8 @@ from typing import cast
 
 import orjson
 
+from accumulator.cli import CAPS
+
 PROG = "toolcall-lens run"
 USAGE = 2
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -705,15 +707,11 @@ def _count_flows(path: Path) -> int:
     return count
 
 
-# The addon's options the CLI has as flags: its commands re-analyse the dump as the proxy analysed it.
+# The addon's options the CLI has as flags (toolcall_lens_event_cap is --event-cap): its commands
+# re-analyse the dump as the proxy analysed it.
 _CLI_FLAGS = {
-    "toolcall_lens_event_cap": "--event-cap",
-    "toolcall_lens_decoded_cap": "--decoded-cap",
-    "toolcall_lens_max_calls": "--max-calls",
-    "toolcall_lens_argument_cap": "--argument-cap",
-    "toolcall_lens_strategies": "--strategies",
-    "toolcall_lens_loop_after": "--loop-after",
-    "toolcall_lens_prices": "--prices",
+    "toolcall_lens_" + flag[2:].replace("-", "_"): flag
+    for flag in (*(cap[0] for cap in CAPS), "--strategies", "--loop-after", "--prices")
 }
 
 

@@ -84,7 +84,7 @@ class ResponsesDialect(JsonDialect):
         elif kind == "response.output_item.added":
             item = as_dict(obj.get("item"))
             item_type = item.get("type")
-            if type(item_type) is str and item_type in _CALL_ITEMS:  # a list: unhashable
+            if item_type in _CALL_TYPES:
                 index = as_int(obj.get("output_index"))
                 if type(item.get("id")) is str and index is not None:
                     self._index_of_item[item["id"]] = index
@@ -99,7 +99,7 @@ class ResponsesDialect(JsonDialect):
         elif kind == "response.output_item.done":
             item = as_dict(obj.get("item"))
             item_type = item.get("type")
-            if type(item_type) is str and item_type in _CALL_ITEMS:  # a list: unhashable
+            if item_type in _CALL_TYPES:
                 field = _CALL_ITEMS[item_type]
                 custom = item_type == "custom_tool_call"
                 self._final(as_int(obj.get("output_index")), item.get(field), number, out, custom)
@@ -166,7 +166,7 @@ class ResponsesDialect(JsonDialect):
             if type(item) is not dict:
                 continue
             kind = item.get("type")
-            if type(kind) is str and kind in _CALL_ITEMS:
+            if kind in _CALL_TYPES:
                 arguments = item.get(_CALL_ITEMS[kind])
                 call_id = item.get("call_id") or item.get("id")
                 custom = kind == "custom_tool_call"

@@ -142,22 +142,23 @@ def plan(
     read = next((name for name in READ_TOOLS if name in tools), None)
     first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
     turn = next(_turns)
-    if PATCH_TOOL in custom:
-        steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}pt", PATCH_TOOL, "")]
-        pieces = [_halves(orjson.dumps(first).decode()), _halves(PATCH)]
-        steps += [("args", slot, pieces[slot][half]) for half in (0, 1) for slot in (0, 1)]
-        return {"steps": tuple(steps), "custom": (f"a{turn}pt",)}, "calls"
-    if read is not None:
-        second = _arguments(tools[read], PATH_KEYS, settings["file"], {})
+    scripted: dict[str, Any] = {}
+    if PATCH_TOOL in custom:  # a patch, its text as it is: a custom tool's call
+        key, second_name, second_text = f"a{turn}pt", PATCH_TOOL, PATCH
+        scripted["custom"] = (key,)
     else:
-        read = shell
-        second = _arguments(tools[shell], COMMAND_KEYS, f"cat {settings['file']}", {"description": "Read it"})
-    steps = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, f"a{turn}rd", read, "")]
-    pieces = [_halves(orjson.dumps(arguments).decode()) for arguments in (first, second)]
-    for half in (0, 1):
-        for slot in (0, 1):
-            steps.append(("args", slot, pieces[slot][half]))
-    return {"steps": tuple(steps)}, "calls"
+        if read is not None:
+            second = _arguments(tools[read], PATH_KEYS, settings["file"], {})
+        else:
+            read = shell
+            second = _arguments(
+                tools[shell], COMMAND_KEYS, f"cat {settings['file']}", {"description": "Read it"}
+            )
+        key, second_name, second_text = f"a{turn}rd", read, orjson.dumps(second).decode()
+    steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, key, second_name, "")]
+    pieces = [_halves(orjson.dumps(first).decode()), _halves(second_text)]
+    steps += [("args", slot, pieces[slot][half]) for half in (0, 1) for slot in (0, 1)]
+    return {**scripted, "steps": tuple(steps)}, "calls"
 
 
 def render(fmt: str, payload: dict) -> Render:
