@@ -35,6 +35,7 @@ DEFAULT_MAX_ARGUMENT_CHARS = 1024 * 1024  # argument characters kept per call; t
 
 class ToolCall:
     __slots__ = (
+        "builtin",
         "custom",
         "deltas",
         "first_at",
@@ -47,6 +48,7 @@ class ToolCall:
         "last_event",
         "name",
         "name_repeated",
+        "namespace",
         "ordinal",
         "room",
         "truncated",
@@ -70,6 +72,8 @@ class ToolCall:
         self.room = room  # argument characters it may still keep (the per-call cap)
         self.truncated = False  # arguments beyond the cap arrived and were not kept
         self.custom = False  # a custom tool's call: its arguments are raw text, not JSON
+        self.namespace: str | None = None  # the namespace that declared its tool (Responses)
+        self.builtin: str | None = None  # the built-in tool whose call it is (Responses' tool_search)
 
     @property
     def arguments(self) -> str:
@@ -220,6 +224,11 @@ class Assembly:
             name = op.name
             if name and type(name) is str:
                 self._set_name(call, name, op.event, state.index)
+                namespace = op.namespace  # given with a name only: nothing more on an argument delta
+                if namespace and type(namespace) is str:
+                    call.namespace = namespace
+                if op.builtin is not None:
+                    call.builtin = op.builtin
             arguments = op.arguments
             if arguments is not None and arguments != "":
                 text = arguments if type(arguments) is str else fragment_text(arguments)

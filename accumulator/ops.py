@@ -33,6 +33,11 @@ class ToolCallDelta:
     whole: bool
     # A custom tool's call (OpenAI's free-form tools): its arguments are raw text, not JSON.
     custom: bool
+    # Given with a call's name only: the namespace that declared its tool (Responses, as Codex declares
+    # each MCP server's tools), and the built-in tool whose call it is (Responses' client-executed
+    # ``tool_search``), else None.
+    namespace: Any
+    builtin: str | None
 
     def __init__(
         self,
@@ -44,6 +49,8 @@ class ToolCallDelta:
         arguments: Any,
         whole: bool = False,
         custom: bool = False,
+        namespace: Any = None,
+        builtin: str | None = None,
     ) -> None:
         self.event = event
         self.choice = choice
@@ -53,6 +60,8 @@ class ToolCallDelta:
         self.arguments = arguments
         self.whole = whole
         self.custom = custom
+        self.namespace = namespace
+        self.builtin = builtin
 
 
 @dataclass(init=False, slots=True)

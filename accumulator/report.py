@@ -21,6 +21,10 @@ def format_report(result: dict, title: str | None = None) -> str:
         for n, call in enumerate(calls):
             index = "-" if call["index"] is None else call["index"]
             kind = "  custom tool (its input as written, no JSON)" if call.get("custom") else ""
+            if call.get("namespace"):
+                kind += f"  namespace={call['namespace']}"
+            if call.get("builtin"):
+                kind += f"  built-in {call['builtin']}, run by the client"
             lines.append(
                 f"  [{n}] {call['name'] or '(no name)'}  id={call['id'] or '-'}  index={index}{kind}"
             )

@@ -18,6 +18,9 @@ class RequestFacts:
     parallel: bool | None  # False: the request turned parallel tool calls off
     forced: str | None  # the tool the request forces by name
     usage_asked: bool | None = None  # False: a streamed request that did not ask for usage
+    # True: tools may be declared out of sight (loaded by a tool search of a stored earlier turn): a call
+    # naming a tool not in ``tools`` is not said undeclared
+    tools_open: bool = False
 
 
 def decoded(request) -> dict | None:
@@ -63,4 +66,5 @@ def request_facts(request, format: str | None = None) -> RequestFacts | None:
         formats.request_parallel(request, format),
         formats.request_forced(request, format),
         formats.request_usage_asked(request, format),
+        formats.request_tools_open(request, format),
     )

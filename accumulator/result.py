@@ -39,6 +39,8 @@ class CallResult(TypedDict):
     interleaved: bool
     arguments_truncated: bool
     custom: NotRequired[bool]  # only on a custom tool's call: its arguments are raw text, not JSON
+    namespace: NotRequired[str]  # only where the call names the namespace of its tool (Responses)
+    builtin: NotRequired[str]  # only on a built-in tool's call the client runs (Responses' tool_search)
 
 
 class ChoiceResult(TypedDict):
@@ -266,6 +268,10 @@ def _choice_result(
         }
         if custom:
             out["custom"] = True
+        if call.namespace is not None:
+            out["namespace"] = call.namespace
+        if call.builtin is not None:
+            out["builtin"] = call.builtin
         calls.append(out)
     return {
         "index": state.index,
@@ -285,6 +291,8 @@ def _request_checks(out_choices: list[ChoiceResult], request: RequestFacts, warn
             label = f"call {call['id'] or '#' + str(position)}"
             if request.tools is not None:
                 if call["name"] not in request.tools:
+                    if request.tools_open and call["name"]:
+                        continue  # declared out of sight, perhaps: loaded by a stored turn's tool search
                     warnings.add(
                         "undeclared-tool",
                         f"{label} "
@@ -526,6 +534,17 @@ RESULT_SCHEMA: dict[str, Any] = {
                                     "const": True,
                                     "description": "only on a custom tool's call (OpenAI's free-form tools): "
                                     "its arguments are the raw text the model wrote, not JSON",
+                                },
+                                "namespace": {
+                                    "type": "string",
+                                    "description": "only where the call names the namespace that declared "
+                                    "its tool (Responses: Codex declares each MCP server's tools in one)",
+                                },
+                                "builtin": {
+                                    "enum": ["tool_search"],
+                                    "description": "only on the call of a built-in tool the client runs "
+                                    "(Responses' tool_search with execution client): its name is the tool's "
+                                    "type, its arguments the item's arguments as JSON",
                                 },
                             },
                         },

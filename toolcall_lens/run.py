@@ -763,8 +763,9 @@ def report(outcome: Outcome, paths: Paths, mode: str, flags: str = "") -> str:
                     arguments = arguments[:200] + "…"
                 if call.get("custom"):  # a custom tool's input, a patch: on its call's line
                     arguments = "(custom) " + arguments.replace("\n", "\\n")
+                where = f"  namespace={call['namespace']}" if call.get("namespace") else ""
                 lines.append(
-                    f"  [{call.get('index')}] {call.get('name') or '?'}  id={call.get('id')}  {arguments}"
+                    f"  [{call.get('index')}] {call.get('name') or '?'}  id={call.get('id')}{where}  {arguments}"
                 )
         for warning in result.get("warnings", ()):
             lines.append(f"  {warning['severity'].upper()} {warning['code']}: {warning.get('message', '')}")

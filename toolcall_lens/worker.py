@@ -823,7 +823,8 @@ def remote_settings(format, request, encoding, started, limits, price: tuple | N
     it asked for) to price the result there (None: the proxy prices it)."""
     facts = None
     if isinstance(request, RequestFacts):
-        facts, request = (request.tools, request.parallel, request.forced, request.usage_asked), None
+        facts = (request.tools, request.parallel, request.forced, request.usage_asked, request.tools_open)
+        request = None
     return {
         "format": format,
         "request": request,

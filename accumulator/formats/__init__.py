@@ -141,7 +141,7 @@ def _reader_table() -> dict[tuple[str | None, str], list]:
     """``_readers`` of every format and of none, built once: a request is read by five of them, and
     building each list anew was half of reading a short request's facts (~6 of 12 us)."""
     table: dict[tuple[str | None, str], list] = {}
-    for attribute in ("tools", "parallel", "forced", "usage_asked", "echoes"):
+    for attribute in ("tools", "parallel", "forced", "usage_asked", "echoes", "tools_open"):
         table[(None, attribute)] = list(dict.fromkeys(getattr(wire, attribute) for wire in FORMATS.values()))
         for name in (*WEBSOCKET_FORMATS, *FORMATS):
             table[(name, attribute)] = [getattr(get(name), attribute)]
@@ -177,6 +177,10 @@ def request_usage_asked(request: dict, format: str | None = None) -> bool | None
     return False if any(read(request) is False for read in _readers(format, "usage_asked")) else None
 
 
+def request_tools_open(request: dict, format: str | None = None) -> bool:
+    return any(read(request) is True for read in _readers(format, "tools_open"))
+
+
 def usage_parts(format: str):
     """Where this format's usage object keeps its counts (``accumulator.usage``), or None."""
     wire = FORMATS.get(format) or WEBSOCKET_FORMATS.get(format)
@@ -201,6 +205,7 @@ __all__ = [
     "request_forced",
     "request_parallel",
     "request_tools",
+    "request_tools_open",
     "request_usage_asked",
     "sniff_format",
     "sniff_message",

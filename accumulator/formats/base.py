@@ -105,7 +105,9 @@ class WireFormat:
       turned off), ``forced`` (the tool forced by name), ``echoes(request, add_call, add_result)`` (the
       assistant calls it echoes back, in order, with their turn, and the tool results it sends: their
       call id, size and whether the tool failed). ``usage_asked`` (False: a streamed request that did
-      not ask for usage).
+      not ask for usage). ``tools_open`` (True: tools may be declared where the request does not show
+      them, as a Responses request continuing a stored response whose tool search loaded some: a call
+      to a tool not seen declared is then not judged).
     - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
       fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
       (genai-prices) name it, for a response whose URL names none they know; None for local models.
@@ -131,6 +133,7 @@ class WireFormat:
     genai_provider: str | None = None
     genai_operation: str = "chat"
     usage_asked: Callable = _none
+    tools_open: Callable = _none
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
     websocket: WebSocketSupport | None = None
     compiled_paths: tuple = ()

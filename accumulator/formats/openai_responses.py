@@ -6,17 +6,26 @@ Copilot's endpoint does) or else by ``item_id``. ``function_call_arguments.done`
 ``output_item.done`` restate the whole arguments: used when no delta came (LM Studio sends none),
 compared with the deltas otherwise. A custom tool's call (a free-form tool, as Codex's ``apply_patch``) is
 the same with ``custom_tool_call`` items and ``custom_tool_call_input`` events: its ``input``, raw text, is
-its arguments.
+its arguments. A call names the ``namespace`` that declared its tool where it has one (Codex declares each
+MCP server's tools in one). A client-executed tool search (``tool_search_call`` with ``execution: client``:
+Codex searches its deferred MCP tools so) is a call too, whole in its item, named ``tool_search``, its
+``arguments`` object as JSON.
 
-Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too), ``parallel_tool_calls``,
-``tool_choice`` of type ``function`` or ``custom``; echoes are ``input[]`` items (``function_call``,
-``custom_tool_call``, and their ``_output``). Rewriting: a run is the span of consecutive call items (a
+Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too, a name two namespaces
+declare differently without a schema to judge; a client ``tool_search`` tool), and the tools loaded by the
+``tool_search_output`` and ``additional_tools`` items of ``input[]``; a request continuing a stored
+response (``previous_response_id``, ``conversation``) with a client tool search may have loaded more
+(``tools_open``). ``parallel_tool_calls``, ``tool_choice`` of type ``function`` or ``custom``; echoes
+are ``input[]`` items (``function_call``, ``custom_tool_call``, ``tool_search_call``, and their
+``_output``). Rewriting: a run is the span of consecutive call items (a
 function's or a custom tool's), ``sequence_number`` renumbered on the way out.
 """
 
 from __future__ import annotations
 
 import zlib
+
+import orjson
 
 from ..framing import FramedEvent
 from ..ops import Finish, Meta, ProviderError, StreamEnd, TextDelta, ToolCallDelta, Usage
@@ -32,7 +41,6 @@ from .base import (
     as_int,
     as_list,
     as_str,
-    declare,
     forced_by_type,
 )
 
@@ -47,7 +55,26 @@ _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CALL_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
 _CALL_TYPES = tuple(_CALL_ITEMS)  # to test any JSON value against (a list is unhashable)
 _DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
-_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")  # the client's answers to them
+_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "tool_search_output")  # the answers
+# A built-in tool's call the client runs, whole in its item: its name is the tool's type.
+_SEARCH = "tool_search"
+_SEARCH_CALL = "tool_search_call"
+# The input items that load tools for the turns after them (a tool search's result, tools added mid-way).
+_LOADING_ITEMS = ("tool_search_output", "additional_tools")
+# Over a WebSocket: the tool-loading items and the response ids a connection remembers (the latest).
+LOADED_CAP = 256
+IDS_CAP = 4096
+
+
+def _json_text(value):
+    """A built-in call's ``arguments`` (a JSON object on the wire) as the JSON text a call's arguments are;
+    a string as it is; None for none."""
+    if value is None or type(value) is str:
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
 
 
 class ResponsesDialect(JsonDialect):
@@ -91,7 +118,17 @@ class ResponsesDialect(JsonDialect):
                 self._names[index] = item.get("name")
                 call_id = item.get("call_id") or item.get("id")
                 custom = item_type == "custom_tool_call"
-                out.append(ToolCallDelta(number, 0, call_id, index, item.get("name"), None, custom=custom))
+                namespace = item.get("namespace")
+                out.append(
+                    ToolCallDelta(
+                        number, 0, call_id, index, item.get("name"), None, custom=custom, namespace=namespace
+                    )
+                )
+            elif item_type == _SEARCH_CALL and item.get("execution") == "client":
+                index = as_int(obj.get("output_index"))
+                self._names[index] = _SEARCH
+                call_id = item.get("call_id") or item.get("id")
+                out.append(ToolCallDelta(number, 0, call_id, index, _SEARCH, None, builtin=_SEARCH))
         elif kind == "response.function_call_arguments.done":
             self._final(self._index(obj), obj.get("arguments"), number, out, False)
         elif kind == "response.custom_tool_call_input.done":
@@ -103,6 +140,9 @@ class ResponsesDialect(JsonDialect):
                 field = _CALL_ITEMS[item_type]
                 custom = item_type == "custom_tool_call"
                 self._final(as_int(obj.get("output_index")), item.get(field), number, out, custom)
+            elif item_type == _SEARCH_CALL and item.get("execution") == "client":
+                arguments = _json_text(item.get("arguments"))
+                self._final(as_int(obj.get("output_index")), arguments, number, out, False)
         elif kind in _TERMINAL:
             self._terminal(kind, as_dict(obj.get("response")), number, out)
         elif kind in ("response.created", "response.in_progress", "response.queued"):
@@ -170,7 +210,16 @@ class ResponsesDialect(JsonDialect):
                 arguments = item.get(_CALL_ITEMS[kind])
                 call_id = item.get("call_id") or item.get("id")
                 custom = kind == "custom_tool_call"
-                out.append(ToolCallDelta(1, 0, call_id, position, item.get("name"), arguments, custom=custom))
+                name, namespace = item.get("name"), item.get("namespace")
+                out.append(
+                    ToolCallDelta(
+                        1, 0, call_id, position, name, arguments, custom=custom, namespace=namespace
+                    )
+                )
+            elif kind == _SEARCH_CALL and item.get("execution") == "client":
+                call_id = item.get("call_id") or item.get("id")
+                arguments = _json_text(item.get("arguments"))
+                out.append(ToolCallDelta(1, 0, call_id, position, _SEARCH, arguments, builtin=_SEARCH))
             elif kind == "message":
                 for part in as_list(item.get("content")):
                     if type(part) is dict and part.get("type") == "output_text" and part.get("text"):
@@ -262,22 +311,62 @@ class SequenceNumbers:
 
 
 def _tools(request: dict) -> dict | None:
-    """Flat ``tools[]`` (``name``, ``parameters``), and the tools a ``namespace`` holds (Codex declares its
-    sub-agent tools so: a call names the tool, not the namespace); None without a ``tools`` key."""
+    """Flat ``tools[]`` (``name``, ``parameters``), the tools a ``namespace`` holds (Codex declares its
+    sub-agent tools and each MCP server's so: a call names the tool, its namespace beside it), a client
+    ``tool_search`` tool by its type, and the tools ``input[]`` items loaded (a tool search's output,
+    ``additional_tools``); None without a ``tools`` key. A name declared twice with different schemas
+    (two MCP servers' ``search``) keeps none: which one a call meant is not known."""
     tools = request.get("tools")
     if tools is None:
         return None
     declared: dict = {}
+    ambiguous: set = set()
+    _declare_all(declared, ambiguous, tools)
+    items = request.get("input")
+    if type(items) is list:
+        for item in items:
+            if type(item) is dict and item.get("type") in _LOADING_ITEMS:
+                _declare_all(declared, ambiguous, item.get("tools"))
+    return declared
+
+
+def _declare_all(declared: dict, ambiguous: set, tools) -> None:
     for tool in as_list(tools):
         if type(tool) is not dict:
             continue
-        if tool.get("type") == "namespace":
+        kind = tool.get("type")
+        if kind == "namespace":
             for inner in as_list(tool.get("tools")):
                 if type(inner) is dict:
-                    declare(declared, inner, inner.get("parameters"))
+                    _declare_one(declared, ambiguous, inner.get("name"), inner.get("parameters"))
+        elif kind == _SEARCH:
+            if tool.get("execution") == "client":
+                _declare_one(declared, ambiguous, _SEARCH, tool.get("parameters"))
         else:
-            declare(declared, tool, tool.get("parameters"))
-    return declared
+            _declare_one(declared, ambiguous, tool.get("name"), tool.get("parameters"))
+
+
+def _declare_one(declared: dict, ambiguous: set, name, schema) -> None:
+    if type(name) is not str or name in ambiguous:
+        return
+    schema = schema if type(schema) is dict else None
+    known = declared.get(name)
+    if known is None:
+        declared[name] = schema  # new, or a schema where the first declaration gave none
+    elif schema is not None and schema != known:
+        declared[name] = None
+        ambiguous.add(name)
+
+
+def _tools_open(request: dict) -> bool | None:
+    """True where a client tool search may have loaded tools in a stored earlier turn this request does not
+    carry (it continues one: ``previous_response_id``, ``conversation``)."""
+    if not (request.get("previous_response_id") or request.get("conversation")):
+        return None
+    for tool in as_list(request.get("tools")):
+        if type(tool) is dict and tool.get("type") == _SEARCH and tool.get("execution") == "client":
+            return True
+    return None
 
 
 def _echoes(request: dict, add_call, add_result) -> None:
@@ -292,6 +381,8 @@ def _echoes(request: dict, add_call, add_result) -> None:
             add_call(item.get("call_id"), item.get("name"), item.get("arguments"), turn)
         elif kind == "custom_tool_call":
             add_call(item.get("call_id"), item.get("name"), item.get("input"), turn)
+        elif kind == _SEARCH_CALL and item.get("execution") == "client":
+            add_call(item.get("call_id"), _SEARCH, _json_text(item.get("arguments")), turn)
         elif kind in _OUTPUT_ITEMS and type(item.get("call_id")) is str:
             add_result(item["call_id"], item.get("output"), None)  # no failure flag in this shape
 
@@ -306,31 +397,57 @@ class ResponsesSession:
     their ``stream_id`` lane (one lane without it: responses in turn). A ``response.create`` that follows
     a response (``previous_response_id``) answers its calls with ``function_call_output`` (and
     ``custom_tool_call_output``) items: the
-    client's evidence, and that response's evidence is then in."""
+    client's evidence, and that response's evidence is then in. A response that follows one of this
+    connection's sends only its new items: the tools earlier ones loaded (a tool search's output) are still
+    declared, and its tools are checked with them."""
 
     def __init__(self, connection) -> None:
         self.connection = connection
+        self.loaded: list = []  # the tool-loading input items of this connection's requests, the latest
+        self.trimmed = False  # some were dropped (LOADED_CAP): tools may be declared out of sight
+        self.ids: dict = {}  # ids of the responses this connection made, the latest (an ordered set)
 
     def client(self, obj: dict, number: int) -> None:
         if obj.get("type") != "response.create":
             return  # response.steer, response.processed, response.append: nothing to rebuild
         connection = self.connection
         lane = obj.get("stream_id") if type(obj.get("stream_id")) is str else None
+        items = as_list(obj.get("input"))
         outputs = [
-            item.get("call_id")
-            for item in as_list(obj.get("input"))
-            if type(item) is dict and item.get("type") in _OUTPUT_ITEMS
+            item.get("call_id") for item in items if type(item) is dict and item.get("type") in _OUTPUT_ITEMS
         ]
         previous = obj.get("previous_response_id")
         answered = connection.answer(outputs, previous) if outputs else []
         named = connection.named(previous)
         connection.settle(answered + ([named] if named is not None else []))
-        connection.start(request=obj, lane=lane, prewarm=obj.get("generate") is False)
+        connection.start(request=self._request(obj, items), lane=lane, prewarm=obj.get("generate") is False)
+
+    def _request(self, obj: dict, items: list | tuple) -> dict:
+        """The request to check this response's calls against: ``obj``, with the tools loaded earlier on
+        this connection where it continues one of its responses (as if they were in its input)."""
+        earlier = self.loaded
+        loading = [item for item in items if type(item) is dict and item.get("type") in _LOADING_ITEMS]
+        if loading:
+            self.loaded = earlier + loading
+            if len(self.loaded) > LOADED_CAP:
+                self.loaded, self.trimmed = self.loaded[-LOADED_CAP:], True
+        previous = obj.get("previous_response_id")
+        if type(previous) is not str or previous not in self.ids or self.trimmed:
+            return obj  # a conversation begun elsewhere: what it loaded is out of sight (tools_open)
+        request = {key: value for key, value in obj.items() if key != "previous_response_id"}
+        request["input"] = earlier + list(items)
+        return request
 
     def server(self, obj: dict, number: int) -> None:
         connection = self.connection
         lane = obj.get("stream_id") if type(obj.get("stream_id")) is str else None
         kind = obj.get("type")
+        if kind == "response.created":
+            response_id = as_dict(obj.get("response")).get("id")
+            if type(response_id) is str:
+                self.ids[response_id] = None
+                if len(self.ids) > IDS_CAP:
+                    del self.ids[next(iter(self.ids))]
         response = connection.oldest(lane)
         if response is None:
             if kind == "error" or type(kind) is not str or not kind.startswith("response."):
@@ -386,6 +503,7 @@ FORMAT = WireFormat(
     sniff=_sniff,
     sniff_message=_sniff_message,
     tools=_tools,
+    tools_open=_tools_open,
     parallel=lambda request: False if request.get("parallel_tool_calls") is False else None,
     forced=lambda request: forced_by_type(request, "function") or forced_by_type(request, "custom"),
     echoes=_echoes,
