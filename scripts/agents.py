@@ -119,13 +119,14 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def recipe(name: str, home: Path, base: str) -> Run:
+def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = None) -> Run:
     """How ``name`` runs against the provider at ``base`` (http://127.0.0.1:PORT, the proxy in reverse
     mode), with ``home`` as its HOME. Variants: ``codex`` speaks HTTP SSE through a provider table of its
     own; ``codex-ws`` is Codex's built-in OpenAI provider pointed elsewhere, which speaks Responses over
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
-    tool."""
+    tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
+    servers Codex is given, {name: argv}."""
     env = isolated_env(home)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
@@ -155,6 +156,8 @@ def recipe(name: str, home: Path, base: str) -> Run:
         else:
             config = f'openai_base_url = "{base}/v1"\n' + config
             env["CODEX_API_KEY"] = "sk-fake-key"
+        for server, command in (mcp or {}).items():
+            config += f"\n[mcp_servers.{server}]\ncommand = {json.dumps(command[0])}\nargs = {json.dumps(command[1:])}\n"
         _write(codex_home / "config.toml", config)
         env["CODEX_HOME"] = str(codex_home)
         argv = [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", PROMPT]

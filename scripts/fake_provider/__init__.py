@@ -16,13 +16,15 @@ OpenAI Realtime `/v1/realtime?model=SCENARIO`, Gemini Live `…BidiGenerateConte
 upgrade request may carry X-Fake-Delay, X-Fake-Fragment (frames of N bytes), X-Fake-Binary, X-Fake-Deflate
 and X-Fake-Fault: ws-garbage|ws-drop; `ws_expected` gives the calls each response carries.
 
-    .venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH] [--agent-model NAME]
+    .venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH] [--agent-model NAME] [--agent-search TOOL]
 
 The `agent` scenario (agent.py) is for real coding agents: configure the agent's model name as `agent` and
 the first request, answered from the tools it declares, gets two parallel calls (its shell tool, its
 file-read tool on --agent-file; a patch instead to an agent declaring a custom apply_patch tool, as Codex
 does to a GPT-5 model, which --agent-model makes an `agent` too) and the follow-up carrying their results a
-final text; GET /agent lists every answer it made (the calls sent, the results received).
+final text; GET /agent lists every answer it made (the calls sent, the results received). --agent-search
+TOOL sends the second call to TOOL (an MCP server's), after a client tool search for it where the agent
+declares one but not TOOL (Codex to a GPT-5 model).
 
 Rooms: scenarios.py (the scripted steps), agent.py (the `agent` scenario), renderers/ (one module per wire format, the framing helpers),
 bodies.py (a scenario in a format: events, body, expected calls, path, request), wire.py (compression and

@@ -4,8 +4,12 @@ them, to tools it declared: its shell tool (`echo hi`) and its file-read tool (t
 agent without one, Codex, gets a second shell call that cats the file); Gemini's calls carry no id, as the
 Gemini API sends them (Gemini CLI then makes its own). An agent that declares a custom (free-form) `apply_patch`
 tool, as Codex does to the GPT-5 models (--agent-model names them), gets a patch instead of the file read:
-a custom tool's call adding PATCHED to its working directory. A request that carries tool results,
-or declares no tool (a title, a summary), gets a final text. GET /agent lists every answer made."""
+a custom tool's call adding PATCHED to its working directory. With --agent-search NAME, the second call is
+to the tool NAME instead (an MCP server's, which Codex declares in a namespace, or defers behind a
+client-executed tool search for the GPT-5 models): a request that declares a client `tool_search` tool
+but neither declares NAME nor carries a tool search's output loading it first gets a lone tool search
+for it. A request that carries tool results, or declares no tool (a title, a summary), gets a final
+text. GET /agent lists every answer made."""
 
 from __future__ import annotations
 
@@ -34,9 +38,14 @@ PATCH_TOOL = "apply_patch"
 PATCHED, PATCHED_TEXT = "patched.txt", "patched by the fake provider\n"
 PATCH = f"*** Begin Patch\n*** Add File: {PATCHED}\n+{PATCHED_TEXT}*** End Patch\n"
 
-# Set by the process (--agent-file, --agent-model); one provider process serves one agent's working
-# directory. "models": more model names than `agent` that get this scenario.
-settings: dict[str, Any] = {"file": "notes.txt", "models": ()}
+# Responses' client-executed tool search: the tool has no name, its call is named by its type.
+SEARCH_TOOL = "tool_search"
+SEARCH_VALUE = "k1"  # what the searched-for tool is asked for (every string its schema requires)
+
+# Set by the process (--agent-file, --agent-model, --agent-search); one provider process serves one agent's
+# working directory. "models": more model names than `agent` that get this scenario; "search": the tool the
+# second call goes to (None: the file read or the patch).
+settings: dict[str, Any] = {"file": "notes.txt", "models": (), "search": None}
 
 
 def is_agent(name) -> bool:
@@ -131,10 +140,49 @@ def custom_tools(payload: dict) -> set[str]:
     return names
 
 
+def searchable(payload: dict) -> bool:
+    """Whether a Responses request declares a client-executed tool search."""
+    tools = payload.get("tools")
+    return any(
+        isinstance(tool, dict) and tool.get("type") == SEARCH_TOOL and tool.get("execution") == "client"
+        for tool in (tools if isinstance(tools, list) else ())
+    )
+
+
+def reachable(payload: dict, name: str) -> tuple[str | None, dict] | None:
+    """(its namespace or None, its parameter schema) where a Responses request declares the tool ``name``,
+    in ``tools`` (flat or in a namespace) or loaded by a tool search's output in its input; else None."""
+    groups = [payload.get("tools")]
+    groups += [item.get("tools") for item in _items(payload) if isinstance(item, dict)
+               and item.get("type") == "tool_search_output"]  # fmt: skip
+    for tools in groups:
+        for tool in tools if isinstance(tools, list) else ():
+            if not isinstance(tool, dict):
+                continue
+            inner = tool.get("tools") if tool.get("type") == "namespace" else None
+            for entry in inner if isinstance(inner, list) else [tool]:
+                if isinstance(entry, dict) and entry.get("name") == name:
+                    schema = entry.get("parameters")
+                    namespace = tool.get("name") if inner is not None else None
+                    return namespace, schema if isinstance(schema, dict) else {}
+    return None
+
+
+def _required(schema: dict, value: str) -> dict:
+    """Arguments giving ``value`` to every property the schema requires (to its first one if none)."""
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = [k for k in schema.get("required") or () if isinstance(k, str)] or list(properties)[:1]
+    return {key: value for key in required}
+
+
 def plan(
-    tools: dict[str, dict], results: list[str], custom: set[str] = frozenset()
+    tools: dict[str, dict],
+    results: list[str],
+    custom: set[str] = frozenset(),
+    payload: dict | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """(the script to send, why): parallel calls on a first request, else a final text."""
+    """(the script to send, why): parallel calls on a first request (or a tool search before them, with
+    settings["search"]), else a final text."""
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
     if results or not tools or shell is None:
         why = "results" if results else ("no tools" if not tools else "no shell tool")
@@ -143,7 +191,19 @@ def plan(
     first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
     turn = next(_turns)
     scripted: dict[str, Any] = {}
-    if PATCH_TOOL in custom:  # a patch, its text as it is: a custom tool's call
+    wanted = settings["search"]
+    found = reachable(payload or {}, wanted) if wanted else None
+    if wanted and found is None and searchable(payload or {}):  # not declared: search for it, alone
+        key, query = f"a{turn}ts", orjson.dumps({"query": wanted, "limit": 8}).decode()
+        steps = [("call", 0, key, SEARCH_TOOL, ""), ("args", 0, query)]
+        return {"search": (key,), "steps": tuple(steps)}, "search"
+    if found is not None:  # the tool searched for (or declared): its call, in its namespace
+        namespace, schema = found
+        key, second_name = f"a{turn}lk", wanted
+        second_text = orjson.dumps(_required(schema, SEARCH_VALUE)).decode()
+        if namespace:
+            scripted["namespace"] = {key: namespace}
+    elif PATCH_TOOL in custom:  # a patch, its text as it is: a custom tool's call
         key, second_name, second_text = f"a{turn}pt", PATCH_TOOL, PATCH
         scripted["custom"] = (key,)
     else:
@@ -164,7 +224,7 @@ def plan(
 def render(fmt: str, payload: dict) -> Render:
     """The answer to one request of the `agent` scenario, logged for GET /agent."""
     tools, results = declared_tools(payload), tool_results(payload)
-    scripted, why = plan(tools, results, custom_tools(payload))
+    scripted, why = plan(tools, results, custom_tools(payload), payload)
     wire = WIRE_FORMATS[fmt]
     if fmt == "gemini":  # as the Gemini API streams them: calls without ids (Gemini CLI makes its own)
         wire = wire._replace(call_id="")

@@ -2,7 +2,7 @@
 turn while the connection stays reusable, or handed over to WebSocket at an upgrade (ws_protocols.py);
 `serve` listens until SIGTERM or SIGINT and says where it listens.
 
-.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH] [--agent-model NAME]
+.venv/bin/python scripts/fake_provider [--host 127.0.0.1] [--port 0] [--delay 0.02] [--agent-file PATH] [--agent-model NAME] [--agent-search TOOL]
 """
 
 from __future__ import annotations
@@ -232,11 +232,18 @@ def arguments(argv: list[str] | None, description: str, *, websocket: bool = Tru
         help="a model name the `agent` scenario also answers (an agent whose tools depend on its model: "
         "Codex declares its custom apply_patch tool to the GPT-5 models); repeatable",
     )
+    parser.add_argument(
+        "--agent-search",
+        metavar="TOOL",
+        help="the `agent` scenario's second call goes to TOOL (an MCP server's), found first by a "
+        "client-executed tool search where the agent declares one but not TOOL (Codex, to a GPT-5 model)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.delay <= 60:
         parser.error("--delay must be between 0 and 60 seconds")
     agent.settings["file"] = args.agent_file  # the process serves one agent's working directory
     agent.settings["models"] = tuple(args.agent_model)
+    agent.settings["search"] = args.agent_search
     return args
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 from typing import NamedTuple
@@ -53,7 +54,9 @@ def folders(tmp: Path) -> tuple[Path, Path]:
     return work, home
 
 
-def run_agent(name: str, tmp: Path, inject: str | None = None, *provider_args: str) -> Outcome:
+def run_agent(
+    name: str, tmp: Path, inject: str | None = None, *provider_args: str, mcp: dict | None = None
+) -> Outcome:
     work, home = folders(tmp)
     export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
     provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES), *provider_args)
@@ -61,7 +64,7 @@ def run_agent(name: str, tmp: Path, inject: str | None = None, *provider_args: s
         options = [f"toolcall_lens_jsonl={export}"] + ([f"toolcall_lens_inject={inject}"] if inject else [])
         proxy, port = start_mitmdump(provider_port, dump, *options)
         try:
-            run = recipe(name, home, f"http://127.0.0.1:{port}")
+            run = recipe(name, home, f"http://127.0.0.1:{port}", mcp)
             done = subprocess.run(
                 run.argv,
                 cwd=work,
@@ -222,6 +225,46 @@ def test_codex_applies_the_patch_of_a_custom_tool_call_the_addon_rebuilt(name, t
     # Codex echoed the patch as a custom_tool_call item and answered it: checked, and it matched.
     [evidence] = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")][:1]  # fmt: skip
     assert (evidence["matched"], evidence["unanswered"], evidence["unknown"]) == (2, [], []), evidence
+
+
+@pytest.mark.needs(missing("codex") is None, missing("codex") or "")
+@pytest.mark.parametrize("name", ["codex", "codex-ws", "codex-patch", "codex-ws-patch"])
+def test_codex_calls_an_mcp_servers_tool_declared_in_a_namespace_or_found_by_a_tool_search(name, tmp_path):
+    # Codex declares an MCP server's tools in a namespace (mcp__archive); to the GPT-5 models it defers them
+    # behind a client-executed tool search instead, whose output loads them for the next turn. The provider
+    # searches where it must, then calls the server's lookup_1 beside the shell, interleaved; Codex runs it
+    # on the real MCP server (tests/mcp_server.py). The addon shows the search as a call, the lookup in its
+    # namespace, and no undeclared-tool: the tools the search loaded are declared, over WebSocket too,
+    # where the next turns carry only their new items.
+    calls_log = tmp_path / "mcp-calls.jsonl"
+    server = [sys.executable, str(ROOT / "tests" / "mcp_server.py"), str(calls_log)]
+    provider = ("--agent-search", "lookup_1", "--agent-model", PATCH_MODEL)
+    outcome = run_agent(name, tmp_path, None, *provider, mcp={"archive": server})
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    assert [json.loads(line) for line in calls_log.read_text().splitlines()] == [
+        {"name": "lookup_1", "arguments": {"key": "k1"}}
+    ], report
+    searched = name.endswith("-patch")
+    searches = [entry["calls"] for entry in outcome.sent if entry["answer"] == "search"]
+    assert len(searches) == searched, outcome.sent
+    shell, lookup = sent_calls(outcome)
+    expected = [(shell["id"], shell["name"], None, None), (lookup["id"], "lookup_1", "mcp__archive", None)]
+    if searched:
+        [[search]] = searches
+        expected.insert(0, (search["id"], "tool_search", None, "tool_search"))
+    rebuilt = [(c["id"], c["name"], c.get("namespace"), c.get("builtin")) for r in outcome.records for c in calls_of(r)]  # fmt: skip
+    assert rebuilt == expected
+    loud = [w["code"] for r in outcome.records for w in r["result"]["warnings"] if w["severity"] == "warning"]
+    assert loud == ["recency-misroute"], loud  # the interleaving: no undeclared-tool, no schema-mismatch
+    if name.startswith("codex-ws"):
+        answered = {i for r in outcome.records for i in ((r["result"]["websocket"]["evidence"] or {}).get("answered") or ())}  # fmt: skip
+        assert {call[0] for call in expected} <= answered, [r["result"]["websocket"] for r in outcome.records]
+        return
+    # Codex echoed the search and the calls and answered them (a tool search by its output): checked.
+    evidence = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
+    assert evidence and all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
+    assert max(e["matched"] for e in evidence) == len(expected), evidence
 
 
 def table() -> dict[tuple[str, str], str]:

@@ -1,7 +1,9 @@
 """OpenAI Responses: typed `response.*` events as named SSE, each with a sequence_number; every output item
 (reasoning, message, function call, a custom tool's call) wrapped in its added / done events. A call whose
 key the script lists under `custom` is a custom tool's (a free-form tool, as Codex's apply_patch): a
-`custom_tool_call` item, its text streamed as `input`."""
+`custom_tool_call` item, its text streamed as `input`. One it lists under `search` is a client-executed tool
+search: a `tool_search_call` item, whole (no delta events), its arguments an object. `namespace` maps a
+call's key to the namespace its item names."""
 
 from __future__ import annotations
 
@@ -70,12 +72,16 @@ class Responses(Render):
     def custom(self, block: Block) -> bool:
         return block.kind == "call" and block.key in self.script.get("custom", ())
 
+    def search(self, block: Block) -> bool:
+        return block.kind == "call" and block.key in self.script.get("search", ())
+
     def item_id(self, block: Block) -> str:
-        pattern = (
-            "ctc_{}"
-            if self.custom(block)
-            else {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind]
-        )
+        if self.custom(block):
+            pattern = "ctc_{}"
+        elif self.search(block):
+            pattern = "tsc_{}"
+        else:
+            pattern = {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind]
         return pattern.format(block.key or block.position)
 
     def part(self, block: Block, text: str) -> dict:
@@ -91,11 +97,15 @@ class Responses(Render):
             return {**head, "type": "reasoning", "summary": parts}
         if block.kind == "text":
             return {**head, "type": "message", "status": status, "content": parts, "role": "assistant"}
+        if self.search(block):  # its arguments an object, whole once done
+            arguments = (block.whole or {}) if done else {}
+            return {**head, "type": "tool_search_call", "status": status, "execution": "client",
+                    "call_id": block.id, "arguments": arguments}  # fmt: skip
         if self.custom(block):
             kind, field = "custom_tool_call", "input"
         else:
             kind, field = "function_call", "arguments"
-        return {
+        item = {
             **head,
             "type": kind,
             "status": status,
@@ -103,6 +113,9 @@ class Responses(Render):
             "call_id": block.id,
             "name": block.name,
         }
+        if namespace := self.script.get("namespace", {}).get(block.key):
+            item["namespace"] = namespace
+        return item
 
     def event(self, kind: str, block: Block, **fields: Any) -> None:
         scope = {"item_id": self.item_id(block), "output_index": block.position}
@@ -121,6 +134,8 @@ class Responses(Render):
             self.event(added, block, part=self.part(block, ""))
 
     def add(self, block: Block, fragment: str) -> None:
+        if self.search(block):
+            return  # a tool search streams no delta: its item says it all once done
         kind = self.CUSTOM[0] if self.custom(block) else self.EVENTS[block.kind][1]
         self.event(kind, block, delta=fragment, **self.logprobs(block))
 
@@ -131,6 +146,8 @@ class Responses(Render):
         _, _, done, part_done = self.EVENTS[block.kind]
         if self.custom(block):
             self.event(self.CUSTOM[1], block, input=block.text)
+        elif self.search(block):
+            pass
         elif block.kind == "call":
             self.event(done, block, name=block.name, arguments=block.text)
         else:

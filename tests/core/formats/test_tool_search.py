@@ -321,3 +321,35 @@ def test_hostile_shapes_are_no_exception(item):
     for call in result["choices"][0]["tool_calls"]:
         assert "namespace" not in call or isinstance(call["namespace"], str)
 
+
+def test_the_fake_providers_agent_searches_then_calls_the_tool_found_in_its_namespace(monkeypatch):
+    # What the live Codex test runs against, read here without an agent: the search turn, then the call.
+    from fake_provider import agent
+    from fake_provider.renderers import WIRE_FORMATS
+
+    monkeypatch.setitem(agent.settings, "search", "lookup")
+    wire = WIRE_FORMATS["openai-responses"]
+    request = {
+        "model": "agent",
+        "tools": [SHELL, SEARCH_TOOL],
+        "input": [{"type": "message", "content": "hi"}],
+    }
+    rendered = agent.render("openai-responses", request)
+    searched = analyze(b"".join(wire.frame(rendered.out)), "openai-responses", request=request)
+    whole = analyze_message(json.dumps(rendered.final()).encode(), "openai-responses", request=request)
+    for result in (searched, whole):
+        check_result(result)
+        assert [(c["name"], c.get("builtin"), json.loads(c["arguments"])) for c in result["choices"][0]["tool_calls"]] == [
+            ("tool_search", "tool_search", {"query": "lookup", "limit": 8})
+        ]  # fmt: skip
+        assert codes(result) == []
+    following = {**request, "input": [*request["input"], search_item(), *loaded_by_search()[2:]]}
+    rendered = agent.render("openai-responses", following)
+    called = analyze(b"".join(wire.frame(rendered.out)), "openai-responses", request=following)
+    check_result(called)
+    assert [(c["name"], c.get("namespace"), c["arguments"]) for c in called["choices"][0]["tool_calls"]] == [
+        ("exec_command", None, '{"command":"echo hi"}'),
+        ("lookup", "mcp__archive", '{"key":"k1"}'),
+    ]
+    assert codes(called) == ["recency-misroute"]  # interleaved; declared by the search's output
+    assert [entry["answer"] for entry in agent.log[-2:]] == ["search", "calls"]
