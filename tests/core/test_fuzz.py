@@ -150,9 +150,23 @@ KEYS = [
     "custom",
     "namespace",
     "tools",
+    "execution",
+    "previous_response_id",
+    "conversation",
+]
+# Values the dialects branch on (item and tool types), put among the fuzzed leaves so those branches run.
+WORDS = [
+    "function_call",
+    "custom_tool_call",
+    "tool_search_call",
+    "tool_search_output",
+    "additional_tools",
+    "tool_search",
+    "namespace",
+    "client",
 ]
 NESTED = st.recursive(
-    JSON,
+    JSON | st.sampled_from(WORDS),
     lambda children: (
         st.dictionaries(st.sampled_from(KEYS), children, max_size=5) | st.lists(children, max_size=3)
     ),
