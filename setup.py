@@ -48,12 +48,12 @@ class OptionalBuildExt(build_ext):
 
 def extensions() -> list:
     if os.environ.get("TOOLCALL_LENS_PURE"):
-        return []
+        return _pure()
     try:
         from mypyc.build import mypycify
     except ImportError:
         print("toolcall-lens: mypy is missing from the build: the core stays pure Python")
-        return []
+        return _pure()
     # A library without types where the build runs (brotli, jsonschema; any, in a build environment that
     # lacks one) is typed as Any: the compiled code calls it as Python would.
     options = ["--ignore-missing-imports"]
@@ -63,7 +63,20 @@ def extensions() -> list:
         print(
             f"toolcall-lens: the core stays pure Python (mypy refused the sources, exit {exc}; pip -v shows why)"
         )
-        return []
+        return _pure()
+
+
+def _pure() -> list:
+    """No compiled module: those an earlier build left beside the sources go too. They would take
+    precedence over the sources on import (old code), and fail to import without the shared library this
+    install no longer points to: a checkout whose edit mypy refuses would not import at all."""
+    built = [*(ROOT / "accumulator").rglob("*"), *ROOT.glob("*__mypyc*")]
+    stale = [path for path in built if path.suffix in (".so", ".pyd") and path.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        print(f"toolcall-lens: removed {len(stale)} compiled modules of an earlier build")
+    return []
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

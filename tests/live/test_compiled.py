@@ -66,3 +66,24 @@ def test_where_the_compiler_fails_the_core_is_built_pure_and_the_build_says_why(
     out = _run(["setup.py", "build_ext", "--inplace"], copy, CC="/bin/false")
     assert "toolcall-lens: the core stays pure Python (its compiled build failed" in out
     assert not list(copy.rglob("*.so"))
+
+
+def test_a_pure_install_removes_the_compiled_modules_an_earlier_build_left(tmp_path):
+    # They would shadow the sources on import, and fail to import without the shared library this install
+    # no longer points to: an edit mypy refuses (or TOOLCALL_LENS_PURE=1) left a checkout that would not
+    # import at all.
+    copy = tmp_path / "project"
+    skip = shutil.ignore_patterns(".*", "*.so", "build", "mutants", "__pycache__", "*.egg-info")
+    shutil.copytree(ROOT, copy, ignore=skip)
+    left = [
+        copy / "accumulator" / "assembly.cpython-312-x86_64-linux-gnu.so",
+        copy / "accumulator" / "formats" / "openai_chat.cpython-312-x86_64-linux-gnu.so",
+        copy / "0123abcd__mypyc.cpython-312-x86_64-linux-gnu.so",
+    ]
+    for path in left:
+        path.write_bytes(b"an earlier build")
+    kept = copy / "scripts" / "kept.cpython-312-x86_64-linux-gnu.so"  # not the core's: not touched
+    kept.write_bytes(b"")
+    out = _run(["setup.py", "build_ext", "--inplace"], copy, TOOLCALL_LENS_PURE="1")
+    assert "toolcall-lens: removed 3 compiled modules of an earlier build" in out
+    assert not any(path.exists() for path in left) and kept.exists()
