@@ -396,10 +396,10 @@ class ResponsesSession:
     module's, one per message, and carry no response id: they belong to the oldest running response of
     their ``stream_id`` lane (one lane without it: responses in turn). A ``response.create`` that follows
     a response (``previous_response_id``) answers its calls with ``function_call_output`` (and
-    ``custom_tool_call_output``) items: the
-    client's evidence, and that response's evidence is then in. A response that follows one of this
-    connection's sends only its new items: the tools earlier ones loaded (a tool search's output) are still
-    declared, and its tools are checked with them."""
+    ``custom_tool_call_output``, ``tool_search_output``) items: the client's evidence, and that response's
+    evidence is then in. A response that follows one of this connection's sends only its new items: the
+    tools that earlier requests on the connection loaded (a tool search's output, any lane's) are still
+    declared, and its calls are checked with them."""
 
     def __init__(self, connection) -> None:
         self.connection = connection
