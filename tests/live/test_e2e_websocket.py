@@ -157,6 +157,7 @@ def session(request, tmp_path_factory):
                     if event.type in ("response.completed", "error"):
                         break
             seen["sdk-responses"] = {"events": sdk_events}
+            seen["sdk-lanes"] = sdk_lanes(client)
             with client.realtime.connect(
                 model="interleaved", extra_headers={"X-Test-Case": "sdk-realtime"}
             ) as rt:
@@ -199,6 +200,36 @@ def stored(session, case):
 
 def calls(result):
     return [(c["id"], c["name"], c["arguments"]) for ch in result["choices"] for c in ch["tool_calls"]]
+
+
+def sdk_lanes(client) -> dict:
+    """The SDK's own multiplexing (openai.lib.responses_websocket): two lanes of one connection, each a
+    response with two calls, their events interleaved on the socket; every event fed to the SDK's own
+    accumulator, one per lane, and each lane's final response."""
+    from openai.lib.responses_websocket import (
+        ResponsesWebSocketAccumulator,
+        ResponsesWebSocketLimits,
+        ResponsesWebSocketSession,
+    )
+
+    out = {}
+    limits = ResponsesWebSocketLimits(
+        max_lanes=4, max_events_per_lane=512, max_events=1024, max_bytes_per_lane=1 << 22, max_bytes=1 << 23
+    )
+    connection = client.responses.connect(extra_headers={"X-Test-Case": "sdk-lanes"}).enter()
+    with ResponsesWebSocketSession(connection, limits=limits) as session:  # closes the connection
+        lanes = {name: session.lane(name) for name in ("first", "second")}
+        for name, scenario in (("first", "interleaved"), ("second", "sequential")):
+            lanes[name].send({"type": "response.create", "model": scenario, "tools": TOOLS})
+        for name, lane in lanes.items():
+            accumulator = ResponsesWebSocketAccumulator()
+            while True:
+                event = lane.recv(timeout=30)
+                accumulator.add_event(event)
+                if event.type in ("response.completed", "response.failed", "error"):
+                    break
+            out[name] = {"snapshot": accumulator.snapshot(), "final": accumulator.get_final_response()}
+    return out
 
 
 def by_lane(messages) -> dict:
@@ -322,8 +353,24 @@ def test_the_sdks_get_their_calls_and_the_addon_rebuilds_the_same(session):
     assert "recency-misroute" in [w["code"] for w in realtime["warnings"]]
 
 
+def test_the_sdks_own_lanes_are_rebuilt_each_as_the_sdk_rebuilt_it(session):
+    # Two responses multiplexed on one connection by the SDK's session (stream_id lanes), their events
+    # interleaved: the addon puts each event in its lane's response, and each equals what the SDK's own
+    # accumulator and final response hold.
+    results = {r["websocket"]["lane"]: r for r in stored(session, "sdk-lanes")["responses"]}
+    assert set(results) == {"first", "second"}
+    for lane, got in session["seen"]["sdk-lanes"].items():
+        snapshot = [
+            (o.call_id, o.name, o.arguments) for o in got["snapshot"].output if o.type == "function_call"
+        ]
+        final = [(i.call_id, i.name, i.arguments) for i in got["final"].output if i.type == "function_call"]
+        assert calls(results[lane]) == snapshot == final and len(final) == 2, lane
+        assert results[lane]["complete"]
+    assert "recency-misroute" in [w["code"] for w in results["first"]["warnings"]]  # the interleaved one
+
+
 def test_the_handshakes_keys_are_redacted(session):
-    for case in ("sdk-responses", "sdk-realtime"):
+    for case in ("sdk-responses", "sdk-lanes", "sdk-realtime"):
         headers = session["flows"][case].request.headers
         assert "sk-test-websocket-key" not in headers.get("authorization", "")
         assert headers.get("authorization", "").endswith("[redacted]")
