@@ -126,7 +126,7 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
-    servers Codex is given, {name: argv}."""
+    servers Codex or Claude Code is given, {name: argv}."""
     env = isolated_env(home)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
@@ -140,7 +140,13 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
         # --allowedTools instead of --dangerously-skip-permissions, which refuses to run as root.
-        return Run([exe, "-p", PROMPT, "--model", "agent", "--allowedTools", "Bash", "Read"], env)
+        argv = [exe, "-p", PROMPT, "--model", "agent", "--allowedTools", "Bash", "Read"]
+        if mcp:  # each server's tools allowed (mcp__NAME), its command in a config file of its own
+            argv += [f"mcp__{server}" for server in mcp]
+            servers = {server: {"command": c[0], "args": c[1:]} for server, c in mcp.items()}
+            _write(home / "mcp.json", json.dumps({"mcpServers": servers}))
+            argv += ["--mcp-config", str(home / "mcp.json")]
+        return Run(argv, env)
     if name in ("codex", "codex-ws", "codex-patch", "codex-ws-patch"):
         codex_home = home / ".codex"
         model = PATCH_MODEL if name.endswith("-patch") else "agent"

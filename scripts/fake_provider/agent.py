@@ -8,7 +8,8 @@ a custom tool's call adding PATCHED to its working directory. With --agent-searc
 to the tool NAME instead (an MCP server's, which Codex declares in a namespace, or defers behind a
 client-executed tool search for the GPT-5 models): a request that declares a client `tool_search` tool
 but neither declares NAME nor carries a tool search's output loading it first gets a lone tool search
-for it. A request that carries tool results, or declares no tool (a title, a summary), gets a final
+for it; so does one declaring Claude Code's `ToolSearch` tool but not NAME (`select:NAME`; the result of
+a search is no tool's work: the calls follow it). A request that carries tool results, or declares no tool (a title, a summary), gets a final
 text. GET /agent lists every answer made."""
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ PATCH = f"*** Begin Patch\n*** Add File: {PATCHED}\n+{PATCHED_TEXT}*** End Patch
 
 # Responses' client-executed tool search: the tool has no name, its call is named by its type.
 SEARCH_TOOL = "tool_search"
+# Claude Code's own tool search: a tool like any, whose result gives the schemas of the tools it selects.
+CLIENT_SEARCH_TOOLS = ("ToolSearch",)
 SEARCH_VALUE = "k1"  # what the searched-for tool is asked for (every string its schema requires)
 
 # Set by the process (--agent-file, --agent-model, --agent-search); one provider process serves one agent's
@@ -56,6 +59,7 @@ def is_agent(name) -> bool:
 # Every answer made, in order: what GET /agent returns.
 log: list[dict[str, Any]] = []
 _turns = itertools.count(1)
+_searches: set[str] = set()  # the ids of the tool searches sent: their results are no tool's work
 
 
 def declared_tools(payload: dict) -> dict[str, dict]:
@@ -180,9 +184,10 @@ def plan(
     results: list[str],
     custom: set[str] = frozenset(),
     payload: dict | None = None,
+    searched: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """(the script to send, why): parallel calls on a first request (or a tool search before them, with
-    settings["search"]), else a final text."""
+    settings["search"]; ``searched``: the request answers one), else a final text."""
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
     if results or not tools or shell is None:
         why = "results" if results else ("no tools" if not tools else "no shell tool")
@@ -192,11 +197,20 @@ def plan(
     turn = next(_turns)
     scripted: dict[str, Any] = {}
     wanted = settings["search"]
-    found = reachable(payload or {}, wanted) if wanted else None
+    found = None
+    if wanted:  # declared flat in any format's shape (Claude Code adds a tool its search loaded), or not
+        found = (None, tools[wanted]) if wanted in tools else reachable(payload or {}, wanted)
     if wanted and found is None and searchable(payload or {}):  # not declared: search for it, alone
         key, query = f"a{turn}ts", orjson.dumps({"query": wanted, "limit": 8}).decode()
         steps = [("call", 0, key, SEARCH_TOOL, ""), ("args", 0, query)]
         return {"search": (key,), "steps": tuple(steps)}, "search"
+    client_search = next((name for name in CLIENT_SEARCH_TOOLS if name in tools), None)
+    if wanted and found is None and client_search and not searched:  # Claude Code: its ToolSearch, alone
+        query = orjson.dumps({"query": f"select:{wanted}"}).decode()
+        steps = [("call", 0, f"a{turn}ts", client_search, ""), ("args", 0, query)]
+        return {"steps": tuple(steps)}, "search"
+    if wanted and found is None and searched:  # loaded by the search's result: the schema is in there
+        found = (None, {"required": ["key"]})
     if found is not None:  # the tool searched for (or declared): its call, in its namespace
         namespace, schema = found
         key, second_name = f"a{turn}lk", wanted
@@ -223,12 +237,15 @@ def plan(
 
 def render(fmt: str, payload: dict) -> Render:
     """The answer to one request of the `agent` scenario, logged for GET /agent."""
-    tools, results = declared_tools(payload), tool_results(payload)
-    scripted, why = plan(tools, results, custom_tools(payload), payload)
+    tools, answered = declared_tools(payload), tool_results(payload)
+    results = [i for i in answered if i not in _searches]
+    scripted, why = plan(tools, results, custom_tools(payload), payload, len(results) < len(answered))
     wire = WIRE_FORMATS[fmt]
     if fmt == "gemini":  # as the Gemini API streams them: calls without ids (Gemini CLI makes its own)
         wire = wire._replace(call_id="")
     rendered = wire.render(wire, AGENT, scripted)
+    if why == "search":
+        _searches.update(block.id for block in rendered.calls)
     log.append(
         {
             "format": fmt,

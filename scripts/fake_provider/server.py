@@ -236,7 +236,7 @@ def arguments(argv: list[str] | None, description: str, *, websocket: bool = Tru
         "--agent-search",
         metavar="TOOL",
         help="the `agent` scenario's second call goes to TOOL (an MCP server's), found first by a "
-        "client-executed tool search where the agent declares one but not TOOL (Codex, to a GPT-5 model)",
+        "tool search where the agent declares one but not TOOL (Codex to a GPT-5 model; Claude Code's ToolSearch)",
     )
     args = parser.parse_args(argv)
     if not 0 <= args.delay <= 60:

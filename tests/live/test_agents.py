@@ -55,7 +55,12 @@ def folders(tmp: Path) -> tuple[Path, Path]:
 
 
 def run_agent(
-    name: str, tmp: Path, inject: str | None = None, *provider_args: str, mcp: dict | None = None
+    name: str,
+    tmp: Path,
+    inject: str | None = None,
+    *provider_args: str,
+    mcp: dict | None = None,
+    env: dict | None = None,
 ) -> Outcome:
     work, home = folders(tmp)
     export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
@@ -68,7 +73,7 @@ def run_agent(
             done = subprocess.run(
                 run.argv,
                 cwd=work,
-                env=run.env,
+                env={**run.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -265,6 +270,38 @@ def test_codex_calls_an_mcp_servers_tool_declared_in_a_namespace_or_found_by_a_t
     evidence = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
     assert evidence and all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
     assert max(e["matched"] for e in evidence) == len(expected), evidence
+
+
+@pytest.mark.needs(missing("claude-code") is None, missing("claude-code") or "")
+@pytest.mark.parametrize("deferred", [False, True], ids=["declared", "tool-search"])
+def test_claude_code_calls_an_mcp_servers_tool_declared_or_loaded_by_its_tool_search(deferred, tmp_path):
+    # Claude Code declares an MCP server's tools as mcp__SERVER__TOOL; with its tool search on
+    # (ENABLE_TOOL_SEARCH, automatic past many MCP tools) it lists them by name only, and a call to its
+    # ToolSearch tool loads one: the next request declares it. The provider searches where it must, then
+    # calls the tool beside the shell; the server gets the call; the addon's checks find nothing amiss.
+    calls_log = tmp_path / "mcp-calls.jsonl"
+    server = [sys.executable, str(ROOT / "tests" / "mcp_server.py"), str(calls_log)]
+    wanted = "mcp__archive__lookup_1"
+    env = {"ENABLE_TOOL_SEARCH": "true" if deferred else "false"}
+    outcome = run_agent(
+        "claude-code", tmp_path, None, "--agent-search", wanted, mcp={"archive": server}, env=env
+    )
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    assert [json.loads(line) for line in calls_log.read_text().splitlines()] == [
+        {"name": "lookup_1", "arguments": {"key": "k1"}}
+    ], report
+    searches = [entry["calls"] for entry in outcome.sent if entry["answer"] == "search"]
+    assert [[c["name"] for c in calls] for calls in searches] == ([["ToolSearch"]] if deferred else [])
+    shell, lookup = sent_calls(outcome)
+    assert lookup["name"] == wanted
+    rebuilt = [(c["id"], c["name"]) for r in outcome.records for c in calls_of(r)]
+    expected = [(c["id"], c["name"]) for c in (*(searches[0] if searches else ()), shell, lookup)]
+    assert rebuilt == expected
+    loud = [w["code"] for r in outcome.records for w in r["result"]["warnings"] if w["severity"] == "warning"]
+    assert loud == ["recency-misroute"], loud  # the interleaving: no undeclared-tool, no schema-mismatch
+    evidence = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
+    assert evidence and all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
 
 
 def table() -> dict[tuple[str, str], str]:
