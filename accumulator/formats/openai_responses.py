@@ -384,7 +384,8 @@ def _echoes(request: dict, add_call, add_result) -> None:
         elif kind == _SEARCH_CALL and item.get("execution") == "client":
             add_call(item.get("call_id"), _SEARCH, _json_text(item.get("arguments")), turn)
         elif kind in _OUTPUT_ITEMS and type(item.get("call_id")) is str:
-            add_result(item["call_id"], item.get("output"), None)  # no failure flag in this shape
+            # A tool search's result is the tools it loaded; no failure flag in this shape
+            add_result(item["call_id"], item.get("tools" if kind == "tool_search_output" else "output"), None)
 
 
 # -- over a WebSocket ----------------------------------------------------------------------------------------

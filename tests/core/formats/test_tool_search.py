@@ -14,7 +14,7 @@ from schemas import check_result
 from streams import codes, named_sse
 
 from accumulator import analyze, analyze_message
-from accumulator.echo import ObservedCalls
+from accumulator.echo import ObservedCalls, tool_results
 from accumulator.request import request_facts
 from accumulator.websocket import Connection
 
@@ -207,6 +207,11 @@ def test_a_tool_searchs_echo_and_output_are_checked_as_a_calls():
     request = {"tools": [SHELL, SEARCH_TOOL], "input": loaded_by_search()}
     warnings, evidence = index.examine(json.dumps(request).encode(), "openai-responses")
     assert warnings == [] and evidence["matched"] == 1
+    # Its result is the tools it loaded (what a session's turn says was sent back).
+    (result,) = [
+        r for r in tool_results(json.dumps(request).encode(), "openai-responses") if r["id"] == "call_ts"
+    ]
+    assert result["size"] == len(json.dumps([LOADED], separators=(",", ":")))
     # Echoed with other arguments than the stream's: the client's version differs.
     changed = loaded_by_search()
     changed[1] = search_item({"query": "something else"})
