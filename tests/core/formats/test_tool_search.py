@@ -358,3 +358,16 @@ def test_the_fake_providers_agent_searches_then_calls_the_tool_found_in_its_name
     ]
     assert codes(called) == ["recency-misroute"]  # interleaved; declared by the search's output
     assert [entry["answer"] for entry in agent.log[-2:]] == ["search", "calls"]
+
+
+def test_the_addon_ships_the_facts_to_its_worker_whole():
+    # The addon reads a request's facts as it passes and sends them to its analysis worker as a tuple.
+    from accumulator.limits import DEFAULT_LIMITS
+    from accumulator.request import RequestFacts
+    from toolcall_lens.worker import remote_settings
+
+    facts = request_facts(
+        {"tools": [SHELL, SEARCH_TOOL], "previous_response_id": "resp_1"}, "openai-responses"
+    )
+    shipped = remote_settings("openai-responses", facts, None, 0.0, DEFAULT_LIMITS)["facts"]
+    assert RequestFacts(*shipped) == facts and facts.tools_open is True
