@@ -32,6 +32,21 @@ from toolcall_lens import worker as worker_module
 from toolcall_lens.watch import StreamWatch
 from toolcall_lens.worker import AnalysisWorker, WorkerGone, remote_settings
 
+
+async def until(holds, limit: float = 30.0) -> None:
+    """This loop's turns until ``holds()``: the worker answers when it can (a slower machine starts it
+    and answers later), and no test may depend on how soon; fails after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not holds():
+        assert time.monotonic() < deadline, "the worker did not answer in time"
+        await asyncio.sleep(0.01)
+
+
+def responses_on(flow) -> int:
+    """How many responses the flow's record shows."""
+    return len(flow.metadata.get("toolcall_lens", {}).get("responses", ()))
+
+
 SCENARIOS = ("interleaved", "sequential", "truncated", "error-midstream")
 
 
@@ -571,6 +586,13 @@ def test_the_addons_hooks_with_the_worker_show_progress_and_annotate_the_flow_wh
     async def go():
         with taddons.context(lens) as tctx:
             tctx.configure(lens, toolcall_lens_live_updates=4, toolcall_lens_worker=True)
+            # A flow first, whole: the worker up and warm, however long a slower machine takes to start it
+            # (the progress below comes while the stream runs, 2 ms a piece).
+            warm = llm_flow()
+            lens.responseheaders(warm)
+            warm.response.stream(PRODUCTION)
+            warm.response.stream(b"")
+            await lens.response(warm)
             flow = llm_flow()
             lens.responseheaders(flow)
             assert flow.response.stream.remote and lens.worker.alive
@@ -1014,9 +1036,10 @@ async def killed(worker: AnalysisWorker) -> None:
     await asyncio.sleep(0.05)
 
 
-async def a_connection(worker: bool, turns: int, keep: int, pause: float = 0.0):
+async def a_connection(worker: bool, turns: int, keep: int, settled: int = 0):
     """One connection through the addon's hooks on this event loop: (the flow, the watch, the records it
-    had on the flow before its end, what websocket_end returned)."""
+    had on the flow before its end, what websocket_end returned). ``settled``: the responses to await on
+    the flow before its end."""
     from websocket_turns import ws_flow
 
     lens = addon_module.ToolcallLens()
@@ -1026,8 +1049,8 @@ async def a_connection(worker: bool, turns: int, keep: int, pause: float = 0.0):
         lens.websocket_start(flow)
         watch = lens.sockets[flow.id]
         conversation(lens, flow, turns)
-        await asyncio.sleep(pause)  # batches shipped by their timer, answers read
-        before = len(flow.metadata.get("toolcall_lens", {}).get("responses", ()))
+        await until(lambda: responses_on(flow) >= settled)  # batches shipped by their timer, answers read
+        before = responses_on(flow)
         ended = lens.websocket_end(flow)
         if ended is not None:
             await ended
@@ -1059,7 +1082,7 @@ def test_a_connection_analysed_in_the_worker_gets_the_record_it_gets_in_the_prox
     monkeypatch.setattr(worker_module.marshal, "loads", heard)
 
     async def both():  # on one loop: mitmproxy's log handler outlives a test master
-        return [await a_connection(worker, 40, keep=50, pause=0.5) for worker in (True, False)]
+        return [await a_connection(worker, 40, keep=50, settled=38) for worker in (True, False)]
 
     (flow, watch, before, ended), (local, local_watch, _, local_ended) = asyncio.run(
         asyncio.wait_for(both(), 60)
@@ -1088,8 +1111,10 @@ def test_a_connection_whose_worker_dies_keeps_what_settled_and_says_the_rest_was
     async def go():
         async with socket_in_the_worker() as (lens, flow):
             conversation(lens, flow, 3)
-            await asyncio.sleep(0.5)  # shipped by the timer; the two answered turns settled
-            assert len(flow.metadata["toolcall_lens"]["responses"]) == 2
+            await until(
+                lambda: responses_on(flow) >= 2
+            )  # shipped by the timer; the two answered turns settled
+            assert responses_on(flow) == 2
             await killed(lens.worker)
             message = send(lens, flow, False, {"type": "response.created", "response": {"id": "r9"}})
             assert not message.dropped and lens.sockets[flow.id].held == []  # no longer held: nothing to do
@@ -1512,7 +1537,7 @@ def test_a_connection_open_when_the_proxy_stops_is_not_marked_failed():
     async def go():
         async with socket_in_the_worker() as (lens, flow):
             a_turn(lens, flow, "r1", calls=0)
-            await asyncio.sleep(0.4)  # shipped by the timer, settled, annotated
+            await until(lambda: responses_on(flow) == 1)  # shipped by the timer, settled, annotated
             assert lens.done() is None
             await asyncio.sleep(0.05)
         return flow
