@@ -9,8 +9,9 @@ to the tool NAME instead (an MCP server's, which Codex declares in a namespace, 
 client-executed tool search for the GPT-5 models): a request that declares a client `tool_search` tool
 but neither declares NAME nor carries a tool search's output loading it first gets a lone tool search
 for it; so does one declaring Claude Code's `ToolSearch` tool but not NAME (`select:NAME`; the result of
-a search is no tool's work: the calls follow it). A request that carries tool results, or declares no tool (a title, a summary), gets a final
-text. GET /agent lists every answer made."""
+a search is no tool's work: the calls follow it, once the next request declares NAME). A request that
+carries tool results, or declares no tool (a title, a summary), gets a final text. GET /agent lists every
+answer made."""
 
 from __future__ import annotations
 
@@ -209,8 +210,6 @@ def plan(
         query = orjson.dumps({"query": f"select:{wanted}"}).decode()
         steps = [("call", 0, f"a{turn}ts", client_search, ""), ("args", 0, query)]
         return {"steps": tuple(steps)}, "search"
-    if wanted and found is None and searched:  # loaded by the search's result: the schema is in there
-        found = (None, {"required": ["key"]})
     if found is not None:  # the tool searched for (or declared): its call, in its namespace
         namespace, schema = found
         key, second_name = f"a{turn}lk", wanted
