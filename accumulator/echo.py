@@ -595,7 +595,7 @@ def _add_id(results: list[str], call_id) -> None:
 def tool_results(request, format: str | None = None) -> list[dict]:
     """The tool results a request sends back, in order: ``{"id", "size", "error"}``: the call id it
     answers, the result's size in bytes (as text; an object serialised), and whether the tool failed (null
-    where the format has no way to say: Chat, Responses); with ``name`` where the result names its tool
+    where the format has no way to say: Chat, Responses but an applied patch's); with ``name`` where the result names its tool
     (Gemini, whose calls may carry no id: ``id`` null then)."""
     request = decoded(request)
     if request is None:

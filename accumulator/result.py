@@ -40,7 +40,7 @@ class CallResult(TypedDict):
     arguments_truncated: bool
     custom: NotRequired[bool]  # only on a custom tool's call: its arguments are raw text, not JSON
     namespace: NotRequired[str]  # only where the call names the namespace of its tool (Responses)
-    builtin: NotRequired[str]  # only on a built-in tool's call the client runs (Responses' tool_search)
+    builtin: NotRequired[str]  # only on a built-in tool's call the client runs (Responses: its type)
 
 
 class ChoiceResult(TypedDict):
@@ -541,10 +541,19 @@ RESULT_SCHEMA: dict[str, Any] = {
                                     "its tool (Responses: Codex declares each MCP server's tools in one)",
                                 },
                                 "builtin": {
-                                    "enum": ["tool_search"],
-                                    "description": "only on the call of a built-in tool the client runs "
-                                    "(Responses' tool_search with execution client): its name is the tool's "
-                                    "type, its arguments the item's arguments as JSON",
+                                    "enum": [
+                                        "tool_search",
+                                        "shell",
+                                        "local_shell",
+                                        "apply_patch",
+                                        "computer",
+                                    ],
+                                    "description": "only on the call of one of OpenAI's built-in tools the "
+                                    "client runs (Responses: tool_search with execution client, shell but a "
+                                    "hosted one, local_shell, apply_patch, computer): its name is the tool's "
+                                    "type, its arguments the item's object as JSON (a tool search's "
+                                    "arguments, a shell's action, a patch's operation, a computer's action "
+                                    "or actions)",
                                 },
                             },
                         },

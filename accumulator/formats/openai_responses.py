@@ -7,16 +7,19 @@ Copilot's endpoint does) or else by ``item_id``. ``function_call_arguments.done`
 compared with the deltas otherwise. A custom tool's call (a free-form tool, as Codex's ``apply_patch``) is
 the same with ``custom_tool_call`` items and ``custom_tool_call_input`` events: its ``input``, raw text, is
 its arguments. A call names the ``namespace`` that declared its tool where it has one (Codex declares each
-MCP server's tools in one). A client-executed tool search (``tool_search_call`` with ``execution: client``:
-Codex searches its deferred MCP tools so) is a call too, whole in its item, named ``tool_search``, its
-``arguments`` object as JSON.
+MCP server's tools in one). The calls of OpenAI's built-in tools that the client runs are calls too, whole
+in their items (read at ``output_item.done``), each named by its tool's type, its arguments the item's object as JSON: a client-executed
+tool search (``tool_search_call`` with ``execution: client``: Codex searches its deferred MCP tools so; its
+``arguments``), ``shell_call`` (its ``action``; not a hosted shell's, whose item names a container),
+``local_shell_call`` (``action``), ``apply_patch_call`` (``operation``), ``computer_call`` (``action``, or
+``actions``).
 
 Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too, a name two namespaces
-declare differently without a schema to judge; a client ``tool_search`` tool), and the tools loaded by the
+declare differently without a schema to judge; the built-in tools above by their type), and the tools loaded by the
 ``tool_search_output`` and ``additional_tools`` items of ``input[]``; a request continuing a stored
 response (``previous_response_id``, ``conversation``) with a client tool search may have loaded more
 (``tools_open``). ``parallel_tool_calls``, ``tool_choice`` of type ``function`` or ``custom``; echoes
-are ``input[]`` items (``function_call``, ``custom_tool_call``, ``tool_search_call``, and their
+are ``input[]`` items (``function_call``, ``custom_tool_call``, the built-in calls, and their
 ``_output``). Rewriting: a run is the span of consecutive call items (a
 function's or a custom tool's), ``sequence_number`` renumbered on the way out.
 """
@@ -55,10 +58,38 @@ _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 _CALL_ITEMS = {"function_call": "arguments", "custom_tool_call": "input"}
 _CALL_TYPES = tuple(_CALL_ITEMS)  # to test any JSON value against (a list is unhashable)
 _DELTAS = ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta")
-_OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output", "tool_search_output")  # the answers
-# A built-in tool's call the client runs, whole in its item: its name is the tool's type.
+# OpenAI's built-in tools whose calls the client runs, whole in their items (a shell call's commands also
+# stream, in response.shell_call_command.* events, and its item restates them): item type -> the call's name
+# (its tool's type) and the item's field holding its arguments, an object.
 _SEARCH = "tool_search"
-_SEARCH_CALL = "tool_search_call"
+_SHELL = "shell"
+_COMPUTER = "computer"
+_BUILTIN_CALLS = {
+    "tool_search_call": (_SEARCH, "arguments"),
+    "shell_call": (_SHELL, "action"),
+    "local_shell_call": ("local_shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+    "computer_call": (_COMPUTER, "action"),
+}
+# The tool types declaring them (``computer_use_preview``: the computer tool before its release).
+_BUILTIN_TOOLS = {
+    _SEARCH: _SEARCH,
+    _SHELL: _SHELL,
+    "local_shell": "local_shell",
+    "apply_patch": "apply_patch",
+    _COMPUTER: _COMPUTER,
+    "computer_use_preview": _COMPUTER,
+}
+# The answers, and the field holding each one's result.
+_OUTPUT_ITEMS = {
+    "function_call_output": "output",
+    "custom_tool_call_output": "output",
+    "tool_search_output": "tools",  # a tool search's result is the tools it loaded
+    "shell_call_output": "output",
+    "local_shell_call_output": "output",
+    "apply_patch_call_output": "output",
+    "computer_call_output": "output",
+}
 # The input items that load tools for the turns after them (a tool search's result, tools added mid-way).
 _LOADING_ITEMS = ("tool_search_output", "additional_tools")
 # Over a WebSocket: the tool-loading items and the response ids a connection remembers (the latest).
@@ -75,6 +106,44 @@ def _json_text(value):
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
         return None
+
+
+def _builtin(item: dict) -> tuple[str, str | None] | None:
+    """(name, arguments as JSON text) of a built-in tool's call the client runs; None for any other item (a
+    server-executed tool search, a hosted shell's call: its item names a container)."""
+    kind = item.get("type")
+    found = _BUILTIN_CALLS.get(kind) if type(kind) is str else None
+    if found is None:
+        return None
+    name, field = found
+    if name == _SEARCH:
+        if item.get("execution") != "client":
+            return None
+    elif name == _SHELL:
+        environment = item.get("environment")
+        if type(environment) is dict and environment.get("type") not in (None, "local"):
+            return None
+    value = item.get(field)
+    if value is None and name == _COMPUTER:
+        value = item.get("actions")  # a batch of actions, in the computer tool's released shape
+    return name, _json_text(value)
+
+
+def _answer(item: dict) -> tuple[str, object, bool | None] | None:
+    """(call id, result, failed) of an answer in ``input[]``; None for any other item. A local shell's
+    output names its call by ``id``; an applied patch says whether it failed (``status``)."""
+    kind = item.get("type")
+    field = _OUTPUT_ITEMS.get(kind) if type(kind) is str else None
+    if field is None:
+        return None
+    call_id = item.get("call_id")
+    if call_id is None and kind == "local_shell_call_output":
+        call_id = item.get("id")
+    if type(call_id) is not str:
+        return None
+    status = item.get("status") if kind == "apply_patch_call_output" else None
+    failed = None if status not in ("completed", "failed") else status == "failed"
+    return call_id, item.get(field), failed
 
 
 class ResponsesDialect(JsonDialect):
@@ -124,11 +193,6 @@ class ResponsesDialect(JsonDialect):
                         number, 0, call_id, index, item.get("name"), None, custom=custom, namespace=namespace
                     )
                 )
-            elif item_type == _SEARCH_CALL and item.get("execution") == "client":
-                index = as_int(obj.get("output_index"))
-                self._names[index] = _SEARCH
-                call_id = item.get("call_id") or item.get("id")
-                out.append(ToolCallDelta(number, 0, call_id, index, _SEARCH, None, builtin=_SEARCH))
         elif kind == "response.function_call_arguments.done":
             self._final(self._index(obj), obj.get("arguments"), number, out, False)
         elif kind == "response.custom_tool_call_input.done":
@@ -140,9 +204,14 @@ class ResponsesDialect(JsonDialect):
                 field = _CALL_ITEMS[item_type]
                 custom = item_type == "custom_tool_call"
                 self._final(as_int(obj.get("output_index")), item.get(field), number, out, custom)
-            elif item_type == _SEARCH_CALL and item.get("execution") == "client":
-                arguments = _json_text(item.get("arguments"))
-                self._final(as_int(obj.get("output_index")), arguments, number, out, False)
+            elif (builtin := _builtin(item)) is not None:
+                # Whole in its item, which names it: a call of its own, as every client takes it
+                call_id = item.get("call_id") or item.get("id")
+                name, arguments = builtin
+                index = as_int(obj.get("output_index"))
+                out.append(
+                    ToolCallDelta(number, 0, call_id, index, name, arguments, whole=True, builtin=name)
+                )
         elif kind in _TERMINAL:
             self._terminal(kind, as_dict(obj.get("response")), number, out)
         elif kind in ("response.created", "response.in_progress", "response.queued"):
@@ -216,10 +285,10 @@ class ResponsesDialect(JsonDialect):
                         1, 0, call_id, position, name, arguments, custom=custom, namespace=namespace
                     )
                 )
-            elif kind == _SEARCH_CALL and item.get("execution") == "client":
+            elif (builtin := _builtin(item)) is not None:
                 call_id = item.get("call_id") or item.get("id")
-                arguments = _json_text(item.get("arguments"))
-                out.append(ToolCallDelta(1, 0, call_id, position, _SEARCH, arguments, builtin=_SEARCH))
+                name, arguments = builtin
+                out.append(ToolCallDelta(1, 0, call_id, position, name, arguments, builtin=name))
             elif kind == "message":
                 for part in as_list(item.get("content")):
                     if type(part) is dict and part.get("type") == "output_text" and part.get("text"):
@@ -312,8 +381,9 @@ class SequenceNumbers:
 
 def _tools(request: dict) -> dict | None:
     """Flat ``tools[]`` (``name``, ``parameters``), the tools a ``namespace`` holds (Codex declares its
-    sub-agent tools and each MCP server's so: a call names the tool, its namespace beside it), a client
-    ``tool_search`` tool by its type, and the tools ``input[]`` items loaded (a tool search's output,
+    sub-agent tools and each MCP server's so: a call names the tool, its namespace beside it), the built-in
+    tools a client runs by their type (a client ``tool_search`` with its ``parameters``; the others with no
+    schema), and the tools ``input[]`` items loaded (a tool search's output,
     ``additional_tools``); None without a ``tools`` key. A name declared twice with different schemas
     (two MCP servers' ``search``) keeps none: which one a call meant is not known."""
     tools = request.get("tools")
@@ -342,6 +412,8 @@ def _declare_all(declared: dict, ambiguous: set, tools) -> None:
         elif kind == _SEARCH:
             if tool.get("execution") == "client":
                 _declare_one(declared, ambiguous, _SEARCH, tool.get("parameters"))
+        elif type(kind) is str and kind in _BUILTIN_TOOLS:
+            _declare_one(declared, ambiguous, _BUILTIN_TOOLS[kind], None)
         else:
             _declare_one(declared, ambiguous, tool.get("name"), tool.get("parameters"))
 
@@ -381,11 +453,10 @@ def _echoes(request: dict, add_call, add_result) -> None:
             add_call(item.get("call_id"), item.get("name"), item.get("arguments"), turn)
         elif kind == "custom_tool_call":
             add_call(item.get("call_id"), item.get("name"), item.get("input"), turn)
-        elif kind == _SEARCH_CALL and item.get("execution") == "client":
-            add_call(item.get("call_id"), _SEARCH, _json_text(item.get("arguments")), turn)
-        elif kind in _OUTPUT_ITEMS and type(item.get("call_id")) is str:
-            # A tool search's result is the tools it loaded; no failure flag in this shape
-            add_result(item["call_id"], item.get("tools" if kind == "tool_search_output" else "output"), None)
+        elif (builtin := _builtin(item)) is not None:
+            add_call(item.get("call_id"), builtin[0], builtin[1], turn)
+        elif (answer := _answer(item)) is not None:
+            add_result(*answer)
 
 
 # -- over a WebSocket ----------------------------------------------------------------------------------------
@@ -397,7 +468,7 @@ class ResponsesSession:
     module's, one per message, and carry no response id: they belong to the oldest running response of
     their ``stream_id`` lane (one lane without it: responses in turn). A ``response.create`` that follows
     a response (``previous_response_id``) answers its calls with ``function_call_output`` (and
-    ``custom_tool_call_output``, ``tool_search_output``) items: the client's evidence, and that response's
+    ``custom_tool_call_output``, a built-in call's output) items: the client's evidence, and that response's
     evidence is then in. A response that follows one of this connection's sends only its new items: the
     tools that earlier requests on the connection loaded (a tool search's output, any lane's) are still
     declared, and its calls are checked with them."""
@@ -414,9 +485,7 @@ class ResponsesSession:
         connection = self.connection
         lane = obj.get("stream_id") if type(obj.get("stream_id")) is str else None
         items = as_list(obj.get("input"))
-        outputs = [
-            item.get("call_id") for item in items if type(item) is dict and item.get("type") in _OUTPUT_ITEMS
-        ]
+        outputs = [answer[0] for item in items if type(item) is dict and (answer := _answer(item))]
         previous = obj.get("previous_response_id")
         answered = connection.answer(outputs, previous) if outputs else []
         named = connection.named(previous)

@@ -24,7 +24,8 @@ file-read tool on --agent-file; a patch instead to an agent declaring a custom a
 does to a GPT-5 model, which --agent-model makes an `agent` too) and the follow-up carrying their results a
 final text; GET /agent lists every answer it made (the calls sent, the results received). --agent-search
 TOOL sends the second call to TOOL (an MCP server's), after a client tool search for it where the agent
-declares one but not TOOL (Codex to a GPT-5 model).
+declares one but not TOOL (Codex to a GPT-5 model). A Responses agent declaring OpenAI's built-in `shell`
+and `apply_patch` tools by type (the OpenAI Agents SDK's ShellTool, ApplyPatchTool) gets their calls.
 
 Rooms: scenarios.py (the scripted steps), agent.py (the `agent` scenario), renderers/ (one module per wire format, the framing helpers),
 bodies.py (a scenario in a format: events, body, expected calls, path, request), wire.py (compression and

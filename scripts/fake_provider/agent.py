@@ -9,7 +9,11 @@ to the tool NAME instead (an MCP server's, which Codex declares in a namespace, 
 client-executed tool search for the GPT-5 models): a request that declares a client `tool_search` tool
 but neither declares NAME nor carries a tool search's output loading it first gets a lone tool search
 for it; so does one declaring Claude Code's `ToolSearch` tool but not NAME (`select:NAME`; the result of
-a search is no tool's work: the calls follow it, once the next request declares NAME). A request that
+a search is no tool's work: the calls follow it, once the next request declares NAME). A Responses request
+that declares OpenAI's built-in `shell` tool by its type (the client runs it: no environment or a local
+one; the OpenAI Agents SDK's ShellTool) and no shell function gets a built-in shell call instead, and, where
+it declares the built-in `apply_patch` tool, a built-in patch adding PATCHED for the second call (else a
+second shell call cat-ing the file). A request that
 carries tool results, or declares no tool (a title, a summary), gets a final text. GET /agent lists every
 answer made."""
 
@@ -45,6 +49,13 @@ SEARCH_TOOL = "tool_search"
 # Claude Code's own tool search: a tool like any, whose result gives the schemas of the tools it selects.
 CLIENT_SEARCH_TOOLS = ("ToolSearch",)
 SEARCH_VALUE = "k1"  # what the searched-for tool is asked for (every string its schema requires)
+
+# OpenAI's built-in tools a Responses request declares by type, whose calls the client runs: a shell call's
+# text is its command, a patch's the JSON of its operation (a file created with PATCHED_TEXT).
+BUILTIN_SHELL, BUILTIN_PATCH = "shell", "apply_patch"
+PATCH_OPERATION = {"type": "create_file", "path": PATCHED, "diff": "+" + PATCHED_TEXT}
+# The answers to them in a Responses request's input (a local shell's names its call by `id`).
+BUILTIN_OUTPUTS = ("shell_call_output", "apply_patch_call_output", "local_shell_call_output")
 
 # Set by the process (--agent-file, --agent-model, --agent-search); one provider process serves one agent's
 # working directory. "models": more model names than `agent` that get this scenario; "search": the tool the
@@ -102,8 +113,8 @@ def tool_results(payload: dict) -> list[str]:
     for item in _items(payload):
         if not isinstance(item, dict):
             continue
-        if item.get("type") in ("function_call_output", "custom_tool_call_output"):  # Responses
-            ids.append(item.get("call_id"))
+        if item.get("type") in ("function_call_output", "custom_tool_call_output", *BUILTIN_OUTPUTS):
+            ids.append(item.get("call_id") or item.get("id"))  # Responses
         elif item.get("role") == "tool":  # Chat Completions, Ollama
             ids.append(item.get("tool_call_id") or item.get("name"))
         parts = item.get("content") if isinstance(item.get("content"), list) else item.get("parts")
@@ -143,6 +154,19 @@ def custom_tools(payload: dict) -> set[str]:
             if isinstance(body.get("name"), str):
                 names.add(body["name"])
     return names
+
+
+def builtin_tools(payload: dict) -> set[str]:
+    """The built-in tools (shell, apply_patch) a Responses request declares by type for its client to run."""
+    tools = payload.get("tools")
+    found = set()
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict) or tool.get("type") not in (BUILTIN_SHELL, BUILTIN_PATCH):
+            continue
+        environment = tool.get("environment")
+        if not isinstance(environment, dict) or environment.get("type") == "local":  # not a hosted shell
+            found.add(tool["type"])
+    return found
 
 
 def searchable(payload: dict) -> bool:
@@ -189,14 +213,26 @@ def plan(
 ) -> tuple[dict[str, Any], str]:
     """(the script to send, why): parallel calls on a first request (or a tool search before them, with
     settings["search"]; ``searched``: the request answers one), else a final text."""
+    builtins = builtin_tools(payload or {})
     shell = next((name for name in SHELL_TOOLS if name in tools), None)
-    if results or not tools or shell is None:
-        why = "results" if results else ("no tools" if not tools else "no shell tool")
+    if shell is None and BUILTIN_SHELL in builtins:
+        shell = BUILTIN_SHELL
+    if results or not (tools or builtins) or shell is None:
+        why = "results" if results else ("no tools" if not (tools or builtins) else "no shell tool")
         return {"steps": tuple(("text", piece) for piece in _halves(FINAL_TEXT))}, why
     read = next((name for name in READ_TOOLS if name in tools), None)
-    first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
     turn = next(_turns)
     scripted: dict[str, Any] = {}
+    if shell == BUILTIN_SHELL and shell not in tools:  # the built-in tools: a shell call and a patch
+        builtin = scripted["builtin"] = {f"a{turn}sh": BUILTIN_SHELL}
+        key, first_text = f"a{turn}pt", COMMAND
+        if BUILTIN_PATCH in builtins:
+            second_name, second_text = BUILTIN_PATCH, orjson.dumps(PATCH_OPERATION).decode()
+        else:
+            second_name, second_text = BUILTIN_SHELL, f"cat {settings['file']}"
+        builtin[key] = second_name
+        return _calls(turn, shell, first_text, key, second_name, second_text, scripted), "calls"
+    first = _arguments(tools[shell], COMMAND_KEYS, COMMAND, {"description": "Say hi"})
     wanted = settings["search"]
     found = None
     if wanted:  # declared flat in any format's shape (Claude Code adds a tool its search loaded), or not
@@ -228,10 +264,15 @@ def plan(
                 tools[shell], COMMAND_KEYS, f"cat {settings['file']}", {"description": "Read it"}
             )
         key, second_name, second_text = f"a{turn}rd", read, orjson.dumps(second).decode()
+    return _calls(turn, shell, orjson.dumps(first).decode(), key, second_name, second_text, scripted), "calls"
+
+
+def _calls(turn, shell: str, first: str, key: str, second_name: str, second: str, scripted: dict) -> dict:
+    """The script of two parallel calls, their texts in halves, interleaved."""
     steps: list[tuple] = [("call", 0, f"a{turn}sh", shell, ""), ("call", 1, key, second_name, "")]
-    pieces = [_halves(orjson.dumps(first).decode()), _halves(second_text)]
+    pieces = [_halves(first), _halves(second)]
     steps += [("args", slot, pieces[slot][half]) for half in (0, 1) for slot in (0, 1)]
-    return {**scripted, "steps": tuple(steps)}, "calls"
+    return {**scripted, "steps": tuple(steps)}
 
 
 def render(fmt: str, payload: dict) -> Render:

@@ -2,8 +2,10 @@
 (reasoning, message, function call, a custom tool's call) wrapped in its added / done events. A call whose
 key the script lists under `custom` is a custom tool's (a free-form tool, as Codex's apply_patch): a
 `custom_tool_call` item, its text streamed as `input`. One it lists under `search` is a client-executed tool
-search: a `tool_search_call` item, whole (no delta events), its arguments an object. `namespace` maps a
-call's key to the namespace its item names."""
+search: a `tool_search_call` item, whole (no delta events), its arguments an object. `builtin` maps a call's
+key to a built-in tool the client runs: `shell` (a `shell_call` item, the call's text its one command,
+streamed in `response.shell_call_command.*` events) or `apply_patch` (an `apply_patch_call` item, whole, the
+call's text the JSON of its `operation`). `namespace` maps a call's key to the namespace its item names."""
 
 from __future__ import annotations
 
@@ -75,11 +77,16 @@ class Responses(Render):
     def search(self, block: Block) -> bool:
         return block.kind == "call" and block.key in self.script.get("search", ())
 
+    def builtin(self, block: Block) -> str | None:
+        return self.script.get("builtin", {}).get(block.key) if block.kind == "call" else None
+
     def item_id(self, block: Block) -> str:
         if self.custom(block):
             pattern = "ctc_{}"
         elif self.search(block):
             pattern = "tsc_{}"
+        elif builtin := self.builtin(block):
+            pattern = {"shell": "sh_{}", "apply_patch": "apc_{}"}[builtin]
         else:
             pattern = {"think": "rs_fake{}", "text": "msg_fake{}", "call": "fc_{}"}[block.kind]
         return pattern.format(block.key or block.position)
@@ -101,6 +108,14 @@ class Responses(Render):
             arguments = (block.whole or {}) if done else {}
             return {**head, "type": "tool_search_call", "status": status, "execution": "client",
                     "call_id": block.id, "arguments": arguments}  # fmt: skip
+        builtin = self.builtin(block)
+        if builtin == "shell":  # its command as far as it streamed
+            action = {"commands": [block.text] if block.text else [], "timeout_ms": None,
+                      "max_output_length": None}  # fmt: skip
+            return {**head, "type": "shell_call", "status": status, "call_id": block.id, "action": action}
+        if builtin == "apply_patch":  # whole from the start
+            return {**head, "type": "apply_patch_call", "status": status, "call_id": block.id,
+                    "operation": block.whole or {}}  # fmt: skip
         if self.custom(block):
             kind, field = "custom_tool_call", "input"
         else:
@@ -132,10 +147,20 @@ class Responses(Render):
         self.emit({"type": "response.output_item.added", "output_index": block.position, "item": item})
         if added := self.EVENTS[block.kind][0]:
             self.event(added, block, part=self.part(block, ""))
+        if self.builtin(block) == "shell":
+            self.shell("added", block, command="")
+
+    def shell(self, what: str, block: Block, **fields: Any) -> None:
+        event = {"type": f"response.shell_call_command.{what}", "output_index": block.position}
+        self.emit({**event, "command_index": 0, **fields})
 
     def add(self, block: Block, fragment: str) -> None:
-        if self.search(block):
-            return  # a tool search streams no delta: its item says it all once done
+        builtin = self.builtin(block)
+        if builtin == "shell":
+            self.shell("delta", block, delta=fragment)
+            return
+        if self.search(block) or builtin:
+            return  # a tool search or a patch streams no delta: its item says it all once done
         kind = self.CUSTOM[0] if self.custom(block) else self.EVENTS[block.kind][1]
         self.event(kind, block, delta=fragment, **self.logprobs(block))
 
@@ -146,7 +171,9 @@ class Responses(Render):
         _, _, done, part_done = self.EVENTS[block.kind]
         if self.custom(block):
             self.event(self.CUSTOM[1], block, input=block.text)
-        elif self.search(block):
+        elif self.builtin(block) == "shell":
+            self.shell("done", block, command=block.text)
+        elif self.search(block) or self.builtin(block):
             pass
         elif block.kind == "call":
             self.event(done, block, name=block.name, arguments=block.text)
