@@ -153,6 +153,11 @@ KEYS = [
     "execution",
     "previous_response_id",
     "conversation",
+    "action",
+    "actions",
+    "operation",
+    "environment",
+    "status",
 ]
 # Values the dialects branch on (item and tool types), put among the fuzzed leaves so those branches run.
 WORDS = [
@@ -164,6 +169,17 @@ WORDS = [
     "tool_search",
     "namespace",
     "client",
+    "shell_call",
+    "apply_patch_call",
+    "local_shell_call",
+    "computer_call",
+    "shell_call_output",
+    "apply_patch_call_output",
+    "local_shell_call_output",
+    "shell",
+    "apply_patch",
+    "local",
+    "failed",
 ]
 NESTED = st.recursive(
     JSON | st.sampled_from(WORDS),
