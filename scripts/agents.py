@@ -1,6 +1,9 @@
 """Real agent CLIs for the tests: their pinned npm versions (this table is the one place they are pinned),
 where they are installed (a cache outside the repository) and how each is run, non-interactively, against a
 local provider with its own HOME and config. `.ci/run` installs them; tests/live/test_agents.py runs them.
+Beside them, an agent built on a Python SDK, the OpenAI Agents SDK (`openai-agents`, pinned with the test
+extras in pyproject.toml), run by tests/openai_agents_client.py with two function tools, over Responses and
+over Chat Completions (how the SDK is used with other providers).
 
     python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
     python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing
@@ -13,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,6 +33,10 @@ AGENTS: dict[str, Agent] = {
     "gemini-cli": Agent("@google/gemini-cli", "0.61.0", "gemini"),
     "opencode": Agent("opencode-ai", "1.18.33", "opencode"),
 }
+# The Python SDK's agent: {run name: the API its model speaks}, run by this client in the tests' interpreter.
+SDK_PACKAGE = "openai-agents"
+SDK_RUNS = {"openai-agents": "responses", "openai-agents-chat": "chat"}
+SDK_CLIENT = Path(__file__).resolve().parent.parent / "tests" / "openai_agents_client.py"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
 PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
 # The file the fake provider has each agent read (`--agent-file`), in the agent's working directory.
@@ -49,6 +57,12 @@ def binary(name: str) -> Path:
 
 def missing(name: str) -> str | None:
     """Why the agent cannot run here, or None."""
+    if name == SDK_PACKAGE:
+        try:
+            metadata.version(SDK_PACKAGE)
+        except metadata.PackageNotFoundError:
+            return f"{SDK_PACKAGE} is not installed (the test extras: pip install -e '.[dev]')"
+        return None
     if shutil.which("npm") is None or shutil.which("node") is None:
         return "node and npm are not on PATH"
     if not binary(name).exists():
@@ -126,8 +140,12 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
-    servers Codex or Claude Code is given, {name: argv}."""
+    servers Codex or Claude Code is given, {name: argv}. ``openai-agents`` and ``openai-agents-chat``: the
+    OpenAI Agents SDK's agent over Responses and over Chat Completions (SDK_RUNS)."""
     env = isolated_env(home)
+    if name in SDK_RUNS:  # its working folder is the one it runs in
+        client = [sys.executable, str(SDK_CLIENT), f"{base}/v1"]
+        return Run([*client, "--api", SDK_RUNS[name], "--tools", "functions"], env)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
     if name == "claude-code":
@@ -210,6 +228,8 @@ RUNS: dict[str, str] = {
     "codex-ws": "codex",
     "gemini-cli": "gemini-cli",
     "opencode": "opencode",
+    "openai-agents": SDK_PACKAGE,
+    "openai-agents-chat": SDK_PACKAGE,
 }
 
 
@@ -229,6 +249,7 @@ def main(argv: list[str]) -> int:
         print(f"cache: {CACHE}")
         for name in AGENTS:
             print(f"{name}: {missing(name) or binary(name)}")
+        print(f"{SDK_PACKAGE}: {missing(SDK_PACKAGE) or metadata.version(SDK_PACKAGE)} (the test extras)")
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -1,20 +1,24 @@
-"""A real agent of the OpenAI Agents SDK (openai-agents) with OpenAI's built-in client tools: its ShellTool
-runs each command in WORKDIR, its ApplyPatchTool applies each patch there with the SDK's own `apply_diff`.
+"""A real agent of the OpenAI Agents SDK (openai-agents) against a local provider, one streamed turn.
 
-    python tests/openai_agents_client.py BASE_URL WORKDIR [http|websocket]
+    python tests/openai_agents_client.py BASE_URL [--dir WORKDIR] [--api responses|chat|websocket]
+        [--tools builtin|functions]
 
-Runs one streamed turn of the agent (model `agent`, the fake provider's scenario for real agents) against
-the Responses API at BASE_URL, over HTTP or over a WebSocket (the SDK's Responses WebSocket transport), and
-prints, as JSON, what its tools did and the agent's final output. A process of its own: the test's `scripts/agents.py` would shadow
-the SDK's `agents` package in the tests' interpreter.
+`--api`: the SDK's Responses model over HTTP (`responses`), over its Responses WebSocket transport
+(`websocket`), or its Chat Completions model (`chat`: how the SDK is used with other providers).
+`--tools builtin`: OpenAI's built-in client tools, a ShellTool running each command in WORKDIR and an
+ApplyPatchTool applying each patch there with the SDK's own `apply_diff`; `--tools functions`: two function
+tools, `bash` (a command run in WORKDIR) and `read_file` (a path). The model is `agent`, the fake
+provider's scenario for real agents. Prints, as JSON, what its tools did and the agent's final output; a
+run the SDK refuses ends with its exception and a non-zero status. A process of its own: the tests'
+`scripts/agents.py` would shadow the SDK's `agents` package in the tests' interpreter.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from agents import (
@@ -25,6 +29,7 @@ from agents import (
     Runner,
     ShellTool,
     apply_diff,
+    function_tool,
     set_tracing_disabled,
 )
 from agents.editor import ApplyPatchOperation, ApplyPatchResult
@@ -32,19 +37,24 @@ from openai import AsyncOpenAI
 
 
 def main() -> None:
-    base_url, workdir = sys.argv[1], Path(sys.argv[2])
-    transport = sys.argv[3] if len(sys.argv) > 3 else "http"
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base_url")
+    parser.add_argument("--dir", default=".")
+    parser.add_argument("--api", choices=("responses", "chat", "websocket"), default="responses")
+    parser.add_argument("--tools", choices=("builtin", "functions"), default="builtin")
+    options = parser.parse_args()
+    workdir = Path(options.dir)
     done: list[dict] = []
 
+    def run(command: str) -> str:
+        ran = subprocess.run(
+            command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, check=False
+        )
+        done.append({"tool": "shell", "command": command, "exit": ran.returncode})
+        return ran.stdout + ran.stderr
+
     def shell(request) -> str:
-        outputs = []
-        for command in request.data.action.commands:
-            run = subprocess.run(
-                command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, check=False
-            )
-            done.append({"tool": "shell", "command": command, "exit": run.returncode})
-            outputs.append(run.stdout + run.stderr)
-        return "".join(outputs)
+        return "".join(run(command) for command in request.data.action.commands)
 
     class Editor:
         def create_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
@@ -63,24 +73,37 @@ def main() -> None:
             done.append({"tool": "apply_patch", "operation": operation.type, "path": operation.path})
             return ApplyPatchResult(output=f"deleted {operation.path}")
 
+    @function_tool
+    def bash(command: str) -> str:
+        """Run a shell command in the working folder."""
+        return run(command)
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        done.append({"tool": "read_file", "path": path})
+        return (workdir / path).read_text()
+
     set_tracing_disabled(True)
-    client = AsyncOpenAI(base_url=base_url, api_key="sk-test-openai-agents", max_retries=0)
+    client = AsyncOpenAI(base_url=options.base_url, api_key="sk-test-openai-agents", max_retries=0)
     provider = OpenAIProvider(
-        openai_client=client, use_responses=True, use_responses_websocket=transport == "websocket"
+        openai_client=client,
+        use_responses=options.api != "chat",
+        use_responses_websocket=options.api == "websocket",
     )
-    agent = Agent(
-        name="builder",
-        instructions="Use the tools.",
-        model="agent",
-        tools=[ShellTool(executor=shell), ApplyPatchTool(editor=Editor())],
+    tools = (
+        [ShellTool(executor=shell), ApplyPatchTool(editor=Editor())]
+        if options.tools == "builtin"
+        else [bash, read_file]
     )
+    agent = Agent(name="builder", instructions="Use the tools.", model="agent", tools=tools)
 
     async def turn() -> str:
         config = RunConfig(model_provider=provider)
-        run = Runner.run_streamed(agent, "Say hi, then add a file.", run_config=config)
-        async for _ in run.stream_events():
+        streamed = Runner.run_streamed(agent, "Say hi, then add a file.", run_config=config)
+        async for _ in streamed.stream_events():
             pass
-        return str(run.final_output)
+        return str(streamed.final_output)
 
     final = asyncio.run(turn())
     print(json.dumps({"done": done, "final": final}))

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.live
 CLIENT = ROOT / "tests" / "openai_agents_client.py"
 
 
-def run(transport: str, worker: bool, tmp: Path) -> dict:
+def run(api: str, worker: bool, tmp: Path) -> dict:
     work = tmp / "work"
     work.mkdir()
     export = tmp / "records.jsonl"
@@ -31,8 +31,9 @@ def run(transport: str, worker: bool, tmp: Path) -> dict:
         options = (f"toolcall_lens_jsonl={export}", f"toolcall_lens_worker={str(worker).lower()}")
         proxy, port = start_mitmdump(provider_port, tmp / "flows.mitm", *options)
         try:
+            argv = [sys.executable, str(CLIENT), f"http://127.0.0.1:{port}/v1", "--dir", str(work)]
             done = subprocess.run(
-                [sys.executable, str(CLIENT), f"http://127.0.0.1:{port}/v1", str(work), transport],
+                [*argv, "--api", api],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -50,9 +51,9 @@ def run(transport: str, worker: bool, tmp: Path) -> dict:
 
 
 @pytest.mark.parametrize("worker", [False, True], ids=["in-proxy", "worker"])
-@pytest.mark.parametrize("transport", ["http", "websocket"])
-def test_the_agents_sdks_shell_and_patch_calls_are_rebuilt_declared_and_answered(transport, worker, tmp_path):
-    outcome = run(transport, worker, tmp_path)
+@pytest.mark.parametrize("api", ["responses", "websocket"])
+def test_the_agents_sdks_shell_and_patch_calls_are_rebuilt_declared_and_answered(api, worker, tmp_path):
+    outcome = run(api, worker, tmp_path)
     # The SDK ran what the provider sent, and finished.
     assert outcome["client"]["done"] == [
         {"tool": "shell", "command": "echo hi", "exit": 0},
@@ -80,7 +81,7 @@ def test_the_agents_sdks_shell_and_patch_calls_are_rebuilt_declared_and_answered
     loud = [(w["code"], w["message"]) for r in outcome["records"] for w in r["result"]["warnings"] if w["severity"] == "warning"]  # fmt: skip
     assert loud == []
     ids = {shell["id"], patch["id"]}
-    if transport == "websocket":
+    if api == "websocket":
         answered = {i for r in outcome["records"] for i in ((r["result"]["websocket"]["evidence"] or {}).get("answered") or ())}  # fmt: skip
         assert answered == ids
     else:  # the request after them echoed both calls as streamed and answered both
