@@ -33,9 +33,16 @@ AGENTS: dict[str, Agent] = {
     "gemini-cli": Agent("@google/gemini-cli", "0.61.0", "gemini"),
     "opencode": Agent("opencode-ai", "1.18.33", "opencode"),
 }
-# The Python SDK's agent: {run name: the API its model speaks}, run by this client in the tests' interpreter.
+# The Python SDK's agent, run by this client in the tests' interpreter: {run name: (the API its model
+# speaks, its tools)}. The first two are in the injection table (function tools); the others have OpenAI's
+# built-in shell and patch tools, over HTTP and over the SDK's Responses WebSocket transport.
 SDK_PACKAGE = "openai-agents"
-SDK_RUNS = {"openai-agents": "responses", "openai-agents-chat": "chat"}
+SDK_RUNS = {
+    "openai-agents": ("responses", "functions"),
+    "openai-agents-chat": ("chat", "functions"),
+    "openai-agents-builtin": ("responses", "builtin"),
+    "openai-agents-builtin-ws": ("websocket", "builtin"),
+}
 SDK_CLIENT = Path(__file__).resolve().parent.parent / "tests" / "openai_agents_client.py"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
 PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
@@ -140,12 +147,12 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
-    servers Codex or Claude Code is given, {name: argv}. ``openai-agents`` and ``openai-agents-chat``: the
-    OpenAI Agents SDK's agent over Responses and over Chat Completions (SDK_RUNS)."""
+    servers Codex or Claude Code is given, {name: argv}. ``openai-agents...``: the OpenAI Agents SDK's agent
+    (SDK_RUNS)."""
     env = isolated_env(home)
     if name in SDK_RUNS:  # its working folder is the one it runs in
-        client = [sys.executable, str(SDK_CLIENT), f"{base}/v1"]
-        return Run([*client, "--api", SDK_RUNS[name], "--tools", "functions"], env)
+        api, tools = SDK_RUNS[name]
+        return Run([sys.executable, str(SDK_CLIENT), f"{base}/v1", "--api", api, "--tools", tools], env)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
     if name == "claude-code":

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import pytest
 from agents import AGENTS, NOTES, NOTES_TEXT, PATCH_MODEL, RUNS, missing, recipe
-from fake_provider.agent import FINAL_TEXT, PATCH, PATCHED, PATCHED_TEXT
+from fake_provider.agent import FINAL_TEXT, PATCH, PATCH_OPERATION, PATCHED, PATCHED_TEXT
 from lab import start_fake_provider, start_mitmdump
 from mitmproxy import io
 from streams import ROOT
@@ -61,12 +61,14 @@ def run_agent(
     *provider_args: str,
     mcp: dict | None = None,
     env: dict | None = None,
+    options: tuple[str, ...] = (),
 ) -> Outcome:
     work, home = folders(tmp)
     export, dump = tmp / "flows.jsonl", tmp / "flows.mitm"
     provider, provider_port = start_fake_provider(0.002, "--agent-file", str(work / NOTES), *provider_args)
     try:
-        options = [f"toolcall_lens_jsonl={export}"] + ([f"toolcall_lens_inject={inject}"] if inject else [])
+        options = (f"toolcall_lens_jsonl={export}", *options)
+        options += (f"toolcall_lens_inject={inject}",) if inject else ()
         proxy, port = start_mitmdump(provider_port, dump, *options)
         try:
             run = recipe(name, home, f"http://127.0.0.1:{port}", mcp)
@@ -302,6 +304,39 @@ def test_claude_code_calls_an_mcp_servers_tool_declared_or_loaded_by_its_tool_se
     assert loud == ["recency-misroute"], loud  # the interleaving: no undeclared-tool, no schema-mismatch
     evidence = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
     assert evidence and all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
+
+
+@pytest.mark.needs(missing("openai-agents") is None, missing("openai-agents") or "")
+@pytest.mark.parametrize("worker", [False, True], ids=["in-proxy", "worker"])
+@pytest.mark.parametrize("name", ["openai-agents-builtin", "openai-agents-builtin-ws"])
+def test_the_agents_sdks_built_in_shell_and_patch_are_rebuilt_declared_answered(name, worker, tmp_path):
+    # The OpenAI Agents SDK's ShellTool and ApplyPatchTool, declared by type: the provider sends a built-in
+    # shell call and a patch; the SDK runs both and finishes; the addon (in the proxy, or in its worker)
+    # rebuilt both as built-in calls, declared, whole in their items, answered: no warning.
+    outcome = run_agent(name, tmp_path, options=(f"toolcall_lens_worker={str(worker).lower()}",))
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    assert json.loads(outcome.done.stdout)["done"] == [
+        {"tool": "shell", "command": "echo hi", "exit": 0},
+        {"tool": "apply_patch", "operation": "create_file", "path": PATCHED},
+    ], report
+    assert (tmp_path / "work" / PATCHED).read_text().strip() == PATCHED_TEXT.strip()  # as the SDK applied it
+    shell, patch = sent_calls(outcome)
+    action = {"commands": ["echo hi"], "timeout_ms": None, "max_output_length": None}
+    expected = [
+        (shell["id"], "shell", "shell", action),
+        (patch["id"], "apply_patch", "apply_patch", PATCH_OPERATION),
+    ]
+    rebuilt = [(c["id"], c["name"], c.get("builtin"), json.loads(c["arguments"])) for r in outcome.records for c in calls_of(r)]  # fmt: skip
+    assert rebuilt == expected
+    loud = [(w["code"], w["message"]) for r in outcome.records for w in r["result"]["warnings"] if w["severity"] == "warning"]  # fmt: skip
+    assert loud == []
+    if name.endswith("-ws"):  # the next response.create answered both
+        answered = {i for r in outcome.records for i in ((r["result"]["websocket"]["evidence"] or {}).get("answered") or ())}  # fmt: skip
+        assert answered == {shell["id"], patch["id"]}
+    else:  # the request after them echoed both calls as streamed and answered both
+        (evidence,) = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
+        assert evidence["matched"] == 2 and evidence["unanswered"] == [] and evidence["unknown"] == []
 
 
 def table() -> dict[tuple[str, str], str]:
