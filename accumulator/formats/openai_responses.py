@@ -8,15 +8,15 @@ compared with the deltas otherwise. A custom tool's call (a free-form tool, as C
 the same with ``custom_tool_call`` items and ``custom_tool_call_input`` events: its ``input``, raw text, is
 its arguments. A call names the ``namespace`` that declared its tool where it has one (Codex declares each
 MCP server's tools in one). The calls of OpenAI's built-in tools that the client runs are calls too, whole
-in their items (read at ``output_item.done``), each named by its tool's type, its arguments the item's object as JSON: a client-executed
-tool search (``tool_search_call`` with ``execution: client``: Codex searches its deferred MCP tools so; its
-``arguments``), ``shell_call`` (its ``action``; not a hosted shell's, whose item names a container),
-``local_shell_call`` (``action``), ``apply_patch_call`` (``operation``), ``computer_call`` (``action``, or
-``actions``).
+in their items (read at ``output_item.done``), each named by its tool's type, its arguments the item's
+object as JSON: a client-executed tool search (``tool_search_call`` with ``execution: client``: Codex
+searches its deferred MCP tools so; its ``arguments``), ``shell_call`` (its ``action``; not a hosted
+shell's, whose item names a container), ``local_shell_call`` (``action``), ``apply_patch_call``
+(``operation``), ``computer_call`` (``action``, or ``actions``).
 
 Requests: flat ``tools[]`` (``name``, ``parameters``; a ``namespace``'s tools too, a name two namespaces
-declare differently without a schema to judge; the built-in tools above by their type), and the tools loaded by the
-``tool_search_output`` and ``additional_tools`` items of ``input[]``; a request continuing a stored
+declare differently without a schema to judge; the built-in tools above by their type), and the tools
+loaded by the ``tool_search_output`` and ``additional_tools`` items of ``input[]``; a request continuing a stored
 response (``previous_response_id``, ``conversation``) with a client tool search may have loaded more
 (``tools_open``). ``parallel_tool_calls``, ``tool_choice`` of type ``function`` or ``custom``; echoes
 are ``input[]`` items (``function_call``, ``custom_tool_call``, the built-in calls, and their
