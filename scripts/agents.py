@@ -2,8 +2,9 @@
 where they are installed (a cache outside the repository) and how each is run, non-interactively, against a
 local provider with its own HOME and config. `.ci/run` installs them; tests/live/test_agents.py runs them.
 Beside them, an agent built on a Python SDK, the OpenAI Agents SDK (`openai-agents`, pinned with the test
-extras in pyproject.toml), run by tests/openai_agents_client.py with two function tools, over Responses and
-over Chat Completions (how the SDK is used with other providers).
+extras in pyproject.toml), run by tests/openai_agents_client.py (SDK_RUNS): with two function tools over
+Responses and over Chat Completions (how the SDK is used with other providers), and with OpenAI's built-in
+shell and patch tools over Responses, by HTTP and by WebSocket.
 
     python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
     python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing

@@ -13,9 +13,8 @@ a search is no tool's work: the calls follow it, once the next request declares 
 that declares OpenAI's built-in `shell` tool by its type (the client runs it: no environment or a local
 one; the OpenAI Agents SDK's ShellTool) and no shell function gets a built-in shell call instead, and, where
 it declares the built-in `apply_patch` tool, a built-in patch adding PATCHED for the second call (else a
-second shell call cat-ing the file). A request that
-carries tool results, or declares no tool (a title, a summary), gets a final text. GET /agent lists every
-answer made."""
+second shell call cat-ing the file). A request that carries tool results, or declares no tool (a title, a
+summary), gets a final text. GET /agent lists every answer made."""
 
 from __future__ import annotations
 
