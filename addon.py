@@ -318,7 +318,7 @@ class ToolcallLens:
         # The upgrade path names the format; else its first messages will (None until then).
         format = formats.websocket_format(flow.request.path)
         connection = Connection(format, path=flow.request.path, limits=settings.limits)
-        if settings.inject or settings.repair:
+        if settings.rewrites(flow):
             self.sockets[flow.id] = self._rewrite_socket(flow, format, connection, settings)
         else:
             self.sockets[flow.id] = self._socket_watch(flow, connection, settings)

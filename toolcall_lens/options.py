@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mitmproxy import exceptions
+from mitmproxy import exceptions, flowfilter
 
 from accumulator import DEFAULT_LIMITS, STRATEGIES, Limits
 from accumulator.cost import PriceFileError, Prices, parse_price_file
@@ -36,6 +36,9 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
       "LLM streams only; off by default.")),
     ("repair", Sequence[str], [],
      f"Streams made safe for fragile clients: any of {', '.join(REPAIRS)}. LLM streams only; off by default."),
+    ("rewrite_filter", str, "",
+     ("Only LLM flows matching this mitmproxy filter expression are rewritten by inject and repair (e.g. "
+      "'~d api.anthropic.com': the stream a gateway gets, not the one it sends); empty: every LLM flow.")),
     ("hosts", Sequence[str], [],
      "Hosts whose LLM traffic is watched (glob patterns such as *.openai.azure.com); empty: all."),
     ("strategies", Sequence[str], list(STRATEGIES),
@@ -94,6 +97,7 @@ class Settings:
     hosts: tuple[str, ...]
     inject: tuple[str, ...]
     repair: tuple[str, ...]
+    rewrite_filter: flowfilter.TFilter | None  # which flows inject and repair apply to; None: every one
     redact: bool
     live_every: float  # seconds between live updates of a running stream; 0: none
     index_size: int
@@ -106,6 +110,12 @@ class Settings:
     otlp_headers: tuple[tuple[str, str], ...]
     otlp_content: bool
     worker: bool
+
+    def rewrites(self, flow) -> bool:
+        """Whether inject or repair asks to rewrite this flow's stream or connection."""
+        if not (self.inject or self.repair):
+            return False
+        return self.rewrite_filter is None or bool(self.rewrite_filter(flow))
 
 
 def check_names(options) -> None:
@@ -165,6 +175,11 @@ def parse(options) -> Settings:
     if endpoint and not endpoint.startswith(("http://", "https://")):
         raise exceptions.OptionsError(f"{PREFIX}otlp_endpoint: {endpoint!r} is no http:// or https:// URL")
     rate = get("live_updates")
+    expression = get("rewrite_filter").strip()
+    try:
+        rewrite_filter = flowfilter.parse(expression) if expression else None
+    except ValueError as exc:
+        raise exceptions.OptionsError(f"{PREFIX}rewrite_filter: {exc}") from None
     try:
         prices = read_prices(get("prices"))
     except PriceFileError as exc:
@@ -183,6 +198,7 @@ def parse(options) -> Settings:
         hosts=tuple(get("hosts")),
         inject=tuple(get("inject")),
         repair=tuple(get("repair")),
+        rewrite_filter=rewrite_filter,
         redact=get("redact"),
         live_every=1.0 / rate if rate else 0.0,
         index_size=get("index_size"),

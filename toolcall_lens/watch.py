@@ -373,7 +373,10 @@ def open_watch(
     started = flow.request.timestamp_end or flow.request.timestamp_start
     request = facts
     encoding = headers.get("content-encoding", "")
-    rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
+    if settings.rewrites(flow):
+        rewrite, note = rewrite_plan(format, encoding, settings.inject, settings.repair)
+    else:  # none asked, or not for this flow (toolcall_lens_rewrite_filter): watched, nothing to explain
+        rewrite, note = False, None
     try:
         defer = asyncio.get_running_loop().call_soon
     except RuntimeError:  # no event loop (mitmproxy's test harness): batches are fed as they fill

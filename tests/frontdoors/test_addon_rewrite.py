@@ -13,7 +13,7 @@ from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy.test import taddons, tflow
 from schemas import check_result
-from websocket_turns import InjectWebSocket, response_events, send, ws_flow
+from websocket_turns import InjectWebSocket, a_turn, answer, response_events, send, ws_flow
 
 import addon as addon_module
 from accumulator import analyze
@@ -109,6 +109,53 @@ def test_both_sides_of_a_rewritten_stream_obey_the_call_and_argument_caps():
     assert flow.comment.endswith("rewritten: interleave (STOPPED)")
     assert f"; STOPPED after {stopped['after_events']} events: more than 1 tool calls" in format_view(result)
     check_result(result)
+
+
+# toolcall_lens_rewrite_filter: one proxy on both sides of a gateway rewrites only what its provider sends it.
+GATEWAY_FILTER = "~d api.anthropic.com"
+
+
+@pytest.mark.parametrize(
+    ("host", "rewritten"), [("api.anthropic.com", True), ("127.0.0.1", False)], ids=["matches", "does-not"]
+)
+def test_the_rewrite_filter_picks_the_flows_rewritten_and_leaves_the_rest_watched(host, rewritten):
+    lens = addon_module.ToolcallLens()
+    body = fake_provider.body("anthropic-messages", "sequential")
+    with taddons.context(lens) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"], toolcall_lens_rewrite_filter=GATEWAY_FILTER)
+        flow = stream_flow("anthropic-messages")
+        flow.request.host = host
+        out = run(lens, flow, body)
+    result = flow.metadata["toolcall_lens"]
+    assert (b"".join(out) != body) is rewritten
+    assert isinstance(flow.response.stream, addon_module.RewriteWatch) is rewritten
+    # A flow the filter leaves out is only watched: no rewrite, and no note of one skipped either.
+    assert ("rewrite" in result) is rewritten
+    assert (result["compatibility"]["recency"]["verdict"] == "breaks") is rewritten
+    assert ("rewritten: interleave" in flow.comment) is rewritten
+
+
+@pytest.mark.parametrize(("host", "rewritten"), [("api.openai.com", True), ("gateway.local", False)])
+def test_the_rewrite_filter_picks_the_connections_rewritten(host, rewritten):
+    lens = addon_module.ToolcallLens()
+    injector = InjectWebSocket(lens)
+    with taddons.context(lens, injector) as tctx:
+        tctx.configure(lens, toolcall_lens_inject=["interleave"], toolcall_lens_rewrite_filter="~d openai")
+        flow = ws_flow(host=host)
+        lens.websocket_start(flow)
+        a_turn(lens, flow, calls=2)
+        send(lens, flow, True, answer("r1", 2))
+        lens.websocket_end(flow)
+    assert bool(injector.flows) is rewritten
+    assert any(m.dropped for m in flow.websocket.messages) is rewritten
+    assert ("rewrite" in flow.metadata["toolcall_lens"]) is rewritten
+
+
+@pytest.mark.parametrize("expression", ["~d", "~q ~~", "(~d x"])
+def test_a_rewrite_filter_that_does_not_parse_is_refused(expression):
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx, pytest.raises(exceptions.OptionsError, match="rewrite_filter"):
+        tctx.configure(lens, toolcall_lens_rewrite_filter=expression)
 
 
 def test_interleave_then_serialize_gives_a_stream_recency_reads_right():
