@@ -1,7 +1,7 @@
 """The shell commands the docs show, read as a user copies them: each line of a ```sh block (a trailing
 backslash joins the next line) and each code span that runs a mitmproxy tool, split into words as the
 shell does (comments dropped), the environment assignments that lead it apart; and what a mitmproxy
-command line listens on and writes."""
+command line listens on and writes; and the tables of what a real agent or gateway survives."""
 
 from __future__ import annotations
 
@@ -133,3 +133,20 @@ def written_files(text: str) -> list[str]:
     names += re.findall(r"toolcall(?:_lens)?\.export @\S+ (\S+)", code)
     names += re.findall(r"[\w~./-]+\.(?:flows|jsonl)\b", code)
     return sorted({name for name in names if not re.fullmatch(r"[A-Z_]+", name)})
+
+
+def verdict_table(text: str, heading: str) -> dict[tuple[str, str], str]:
+    """The table under ``heading`` (a line of the page, up to the next heading of a section) whose rows start
+    with a code span: {(the row's first code span, a column's name): the cell, without a parenthesised
+    remark}, the columns named by the header row, code spans unwrapped."""
+    section = text[text.index(heading + "\n") + len(heading) :]
+    section = section[: section.index("\n## ")] if "\n## " in section else section
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    columns = [cell.strip().strip("`") for cell in lines[0].strip("|").split("|")][1:]
+    found = {}
+    for row in (line for line in lines if line.startswith("| `")):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        name = cells[0].split()[0].strip("`")
+        for column, cell in zip(columns, cells[1:], strict=True):
+            found[name, column] = re.sub(r"\s*\(.*\)$", "", cell)
+    return found

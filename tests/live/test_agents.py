@@ -12,7 +12,6 @@ injection against every agent: whether it survives is measured and must be the t
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import urllib.request
@@ -21,6 +20,7 @@ from typing import NamedTuple
 
 import pytest
 from agents import AGENTS, NOTES, NOTES_TEXT, PATCH_MODEL, RUNS, missing, recipe
+from doc_commands import verdict_table
 from fake_provider.agent import FINAL_TEXT, PATCH, PATCH_OPERATION, PATCHED, PATCHED_TEXT
 from lab import start_fake_provider, start_mitmdump
 from mitmproxy import io
@@ -341,19 +341,7 @@ def test_the_agents_sdks_built_in_shell_and_patch_are_rebuilt_declared_answered(
 
 def table() -> dict[tuple[str, str], str]:
     """The README's injection table: {(agent run, injection): survives | breaks | not applied}."""
-    text = README.read_text()
-    section = text[text.index("## In front of a real agent") :]
-    section = section[: section.index("\n## ")]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    header = next(line for line in section.splitlines() if line.startswith("| agent"))
-    columns = [cell.strip().strip("`") for cell in header.strip("|").split("|")][1:]
-    found = {}
-    for row in rows:
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
-        agent = cells[0].split()[0].strip("`")
-        for column, cell in zip(columns, cells[1:], strict=True):
-            found[agent, column] = re.sub(r"\s*\(.*\)$", "", cell)
-    return found
+    return verdict_table(README.read_text(), "## In front of a real agent")
 
 
 def measured(outcome: Outcome, injection: str) -> str:

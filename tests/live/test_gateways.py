@@ -1,0 +1,182 @@
+"""A real gateway, LiteLLM's proxy (pinned in scripts/gateways.py, installed by `.ci/run` into a cache outside
+the repository; skipped, or in CI failed, where it is missing), with one mitmdump and the addon on both of its
+sides: the client's SDK (openai, anthropic) -> mitmdump -> LiteLLM -> the same mitmdump -> the fake provider.
+`toolcall_lens_rewrite_filter` keeps the test bench's injections to what the provider sends the gateway.
+
+Without an injection, every route carries the provider's calls to its client. With each injection, whether
+the gateway still hands its client the same calls is what the addon rebuilt on the client's side, compared
+with what the provider sent: it must be the table in docs/test-bench.md ("Test your gateway"); where it
+breaks, the addon's flow on the client's side carries a warning of severity `warning`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import anthropic
+import fake_provider
+import openai
+import pytest
+from doc_commands import verdict_table
+from gateways import MASTER_KEY, ROUTES, VERSION, command, config, missing
+from lab import Process, proxy_argv, start_proxy
+from streams import ROOT
+from weblab import free_port
+
+INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
+PAGE = ROOT / "docs" / "test-bench.md"
+HEADING = "## Test your gateway"
+TOOLS = {"get_weather": "city", "get_time": "tz"}  # the `sequential` scenario's two calls, and their keys
+PROMPT = "Weather and time in Paris?"
+
+pytestmark = pytest.mark.needs(missing() is None, missing() or "")
+
+
+class Gateway(NamedTuple):
+    port: int  # LiteLLM's own
+    client_side: int  # mitmdump's reverse mode in front of LiteLLM: the clients' base URL
+    provider_side: int  # mitmdump's reverse mode in front of the fake provider: LiteLLM's api_base
+    provider: int  # the fake provider's port
+
+
+@pytest.fixture(scope="module")
+def gateway(provider, tmp_path_factory):
+    """LiteLLM on a free port, sending every route's model to the provider's side of a proxy that each test
+    starts (on ports fixed here, so the gateway outlives the proxies)."""
+    tmp = tmp_path_factory.mktemp("gateway")
+    ports = Gateway(free_port(), free_port(), free_port(), provider)
+    (tmp / "config.yaml").write_text(config(f"http://127.0.0.1:{ports.provider_side}"))
+    argv, env = command(tmp / "config.yaml", ports.port)
+    process = Process("litellm", argv, env)
+    try:
+        process.wait_for(r"Uvicorn running on", timeout=180)
+        yield ports
+    finally:
+        process.stop()
+
+
+def through(gateway: Gateway, tmp: Path, inject: str | None) -> dict[str, tuple[dict, dict, str]]:
+    """Every route once through one mitmdump on both sides of the gateway, with ``inject`` on what the provider
+    sends it: {route: (the provider's side's record, the client's side's record, what the client said)}."""
+    export = tmp / "flows.jsonl"
+    options = [f"toolcall_lens_jsonl={export}"]
+    if inject:
+        options += [f"toolcall_lens_inject={inject}", f"toolcall_lens_rewrite_filter=~u :{gateway.provider}/"]
+    argv = proxy_argv(None, *options)
+    argv += ["--mode", f"reverse:http://127.0.0.1:{gateway.port}@127.0.0.1:{gateway.client_side}"]
+    argv += ["--mode", f"reverse:http://127.0.0.1:{gateway.provider}@127.0.0.1:{gateway.provider_side}"]
+    proxy, _ = start_proxy(argv)
+    said = {}
+    try:
+        proxy.wait_for(rf"listening at 127\.0\.0\.1:{gateway.provider_side}")
+        base = f"http://127.0.0.1:{gateway.client_side}"
+        for name, route in ROUTES.items():
+            try:
+                said[name] = ask(base, route.client, route.model)
+            except (
+                openai.OpenAIError,
+                anthropic.AnthropicError,
+                ValueError,
+            ) as exc:  # a client that cannot read it
+                said[name] = f"{type(exc).__name__}: {exc}"
+    finally:
+        proxy.stop()
+    records = [json.loads(line) for line in export.read_text().splitlines()]
+    sides = {"client": [], "provider": []}
+    for record in records:  # the provider's flow ends before the gateway's, and the routes run one by one
+        side = "provider" if f":{gateway.provider}/" in record["url"] else "client"
+        sides[side].append(record)
+    assert len(sides["client"]) == len(sides["provider"]) == len(ROUTES), [r["url"] for r in records]
+    return {
+        name: (upstream, client, said[name])
+        for name, upstream, client in zip(ROUTES, sides["provider"], sides["client"], strict=True)
+    }
+
+
+def ask(base: str, api: str, model: str) -> str:
+    """One streamed request with the two tools through the gateway, read to its end by the official SDK."""
+    schema = lambda key: {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]}
+    if api == "chat":
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0)
+        tools = [
+            {"type": "function", "function": {"name": n, "parameters": schema(k)}} for n, k in TOOLS.items()
+        ]
+        stream = client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": PROMPT}], tools=tools, stream=True
+        )
+    elif api == "responses":
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=MASTER_KEY, max_retries=0)
+        tools = [{"type": "function", "name": n, "parameters": schema(k)} for n, k in TOOLS.items()]
+        stream = client.responses.create(model=model, input=PROMPT, tools=tools, stream=True)
+    else:
+        client = anthropic.Anthropic(base_url=base, api_key=MASTER_KEY, max_retries=0)
+        tools = [{"name": n, "input_schema": schema(k)} for n, k in TOOLS.items()]
+        stream = client.messages.create(
+            model=model,
+            max_tokens=200,
+            messages=[{"role": "user", "content": PROMPT}],
+            tools=tools,
+            stream=True,
+        )
+    return f"{sum(1 for _ in stream)} events"
+
+
+def calls(record: dict) -> list[tuple[str, object]]:
+    """The calls the addon rebuilt on a flow: (name, arguments parsed where they parse)."""
+    out = []
+    for choice in record["result"].get("choices", ()):
+        for call in choice["tool_calls"]:
+            try:
+                arguments = json.loads(call["arguments"])
+            except (TypeError, ValueError):
+                arguments = call["arguments"]
+            out.append((call["name"], arguments))
+    return out
+
+
+# What the provider sends in every format: (name, arguments parsed).
+SENT = [(call["name"], json.loads(call["arguments"])) for call in fake_provider.expected_calls("sequential")]
+
+
+def severe(record: dict) -> list[str]:
+    return [w["code"] for w in record["result"]["warnings"] if w["severity"] == "warning"]
+
+
+def table() -> dict[tuple[str, str], str]:
+    """docs/test-bench.md's gateway table: {(route, injection): survives | breaks | not applied}."""
+    return verdict_table(PAGE.read_text(), HEADING)
+
+
+def test_the_table_has_every_route_and_injection_and_names_the_pinned_version():
+    assert set(table()) == {(route, injection) for route in ROUTES for injection in INJECTIONS}
+    text = PAGE.read_text()
+    assert f"LiteLLM {VERSION}" in text[text.index(HEADING) :]
+
+
+def test_every_route_carries_the_providers_calls_to_its_client(gateway, tmp_path):
+    for name, (upstream, client, said) in through(gateway, tmp_path, None).items():
+        route = ROUTES[name]
+        assert upstream["result"]["format"] == route.upstream, name
+        assert calls(upstream) == calls(client) == SENT, (name, said)
+        assert not severe(client) and not severe(upstream), (name, client["result"]["warnings"])
+        assert "rewrite" not in upstream["result"] and "rewrite" not in client["result"]
+
+
+@pytest.mark.parametrize("injection", INJECTIONS)
+def test_injection_through_the_gateway_is_as_the_table_says(gateway, injection, tmp_path):
+    expected = table()
+    for name, (upstream, client, said) in through(gateway, tmp_path, injection).items():
+        # Only the provider's side is rewritten (toolcall_lens_rewrite_filter): the client's is watched.
+        assert "rewrite" not in client["result"], name
+        rewrite = upstream["result"]["rewrite"]
+        if injection not in rewrite["inject"]:
+            found = "not applied"
+        else:
+            # The shape the gateway got still carries the provider's calls, rebuilt by identity.
+            assert rewrite["upstream"]["calls_same"] is True and calls(upstream) == SENT, name
+            found = "survives" if calls(client) == SENT else "breaks"
+        report = f"{name} {injection}: measured {found}; client got {calls(client)}; it said {said}"
+        assert found == expected[name, injection], report
+        if found == "breaks":  # the user is told, on the flow the client got
+            assert severe(client), report
