@@ -6,7 +6,8 @@ sides: the client's SDK (openai, anthropic) -> mitmdump -> LiteLLM -> the same m
 Without an injection, every route carries the provider's calls to its client. With each injection, whether
 the gateway still hands its client the same calls is what the addon rebuilt on the client's side, compared
 with what the provider sent: it must be the table in docs/test-bench.md ("Test your gateway"); where it
-breaks, the addon's flow on the client's side carries a warning of severity `warning`."""
+breaks, the addon's flow on the client's side carries a warning of severity `warning`, and under
+`interleave` the calls the gateway built are the ones the provider's flow's `recency-misroute` predicted."""
 
 from __future__ import annotations
 
@@ -122,16 +123,19 @@ def ask(base: str, api: str, model: str) -> str:
     return f"{sum(1 for _ in stream)} events"
 
 
+def tool_calls(record: dict) -> list[dict]:
+    return [call for choice in record["result"].get("choices", ()) for call in choice["tool_calls"]]
+
+
 def calls(record: dict) -> list[tuple[str, object]]:
     """The calls the addon rebuilt on a flow: (name, arguments parsed where they parse)."""
     out = []
-    for choice in record["result"].get("choices", ()):
-        for call in choice["tool_calls"]:
-            try:
-                arguments = json.loads(call["arguments"])
-            except (TypeError, ValueError):
-                arguments = call["arguments"]
-            out.append((call["name"], arguments))
+    for call in tool_calls(record):
+        try:
+            arguments = json.loads(call["arguments"])
+        except (TypeError, ValueError):
+            arguments = call["arguments"]
+        out.append((call["name"], arguments))
     return out
 
 
@@ -180,3 +184,11 @@ def test_injection_through_the_gateway_is_as_the_table_says(gateway, injection, 
         assert found == expected[name, injection], report
         if found == "breaks":  # the user is told, on the flow the client got
             assert severe(client), report
+        if found == "breaks" and injection == "interleave":
+            # And on the provider's flow, beforehand: what a recency client builds is what the gateway built.
+            [predicted] = [
+                w["would_build"] for w in upstream["result"]["warnings"] if w["code"] == "recency-misroute"
+            ]
+            assert [(c["name"], c["arguments"] or "{}") for c in predicted] == [
+                (c["name"], c["arguments"] or "{}") for c in tool_calls(client)
+            ], report
