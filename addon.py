@@ -32,6 +32,7 @@ from mitmproxy import types as mtypes
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls, add_evidence
 from accumulator.exchange import maybe_llm
+from accumulator.relay import Relays
 from accumulator.report import summary_line
 from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, format_session
@@ -98,6 +99,7 @@ class ToolcallLens:
         # flow id -> its request's echo warnings and evidence summary, until the flow is annotated
         self.echo_warnings: dict[str, tuple[list[dict], dict]] = {}
         self.sessions = Sessions()  # agent runs, turn by turn (accumulator.sessions)
+        self.relays = Relays()  # the responses a gateway seen on both sides relayed (accumulator.relay)
         # flow id -> what its request says of its session (the results it sends back, the response it
         # follows), until the flow is annotated
         self.turn_facts: dict[str, Asked] = {}
@@ -765,6 +767,9 @@ class ToolcallLens:
         url = url or self._url(flow)
         if echoes is not None:
             add_evidence(result, *echoes)
+        request, response = flow.request, flow.response
+        ended = response.timestamp_end if response is not None and response.timestamp_end else time.time()
+        self.relays.check(result, flow.id, f"{request.host}:{request.port}", request.timestamp_start, ended)
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
         ended = time.time()
         self.observed.record(result, flow.id, ended)

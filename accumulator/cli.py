@@ -34,6 +34,7 @@ from .echo import ObservedCalls, add_evidence, no_evidence
 from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
 from .framing import MALFORMED, parse_json
 from .limits import DEFAULT_LIMITS, Limits
+from .relay import Relays
 from .report import format_report, results_of
 from .request import decoded, request_body
 from .result import Result, add_warnings
@@ -65,6 +66,7 @@ class Job:
     stamps: tuple | None = None  # a dump flow's timestamps: request end, response start and end
     headers: dict | None = None  # a dump flow's request headers (lower-case names): its agent session
     started: float | None = None  # a dump flow's request time
+    server: str | None = None  # a dump flow's host and port (a gateway's two sides: accumulator.relay)
 
 
 @dataclass
@@ -201,6 +203,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
     # Flows in order, with one index of the calls seen so far: each request's echoes are checked against
     # the calls of the responses before it, as the addon does live.
     observed = ObservedCalls()
+    relays = Relays()  # and the responses a gateway relayed, where the dump holds both of its sides
     sessions = Sessions(loop_after=args.loop_after)
     moments: list[tuple[dict, float | None, float | None, str | None]] = []  # (result, start, end, model)
     done: list[tuple[str, dict]] = []  # (title, result)
@@ -229,6 +232,8 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         facts = asked(decoded(job.echo_request if job.echo_request is not None else job.request), format)
         _price(prices, result, job.source.get("url"), job.started, facts.model)
         moments.append((result, job.started, job.stamps[2] if job.stamps else None, facts.model))
+        if job.server is not None and job.stamps is not None:
+            relays.check(result, job.source["flow_id"], job.server, job.started, job.stamps[2])
         if job.echo_request is not None:
             if job.request_unreadable is not None:
                 add_evidence(result, [], no_evidence(job.request_unreadable))
@@ -785,6 +790,7 @@ def _dump_jobs(path: str, data: bytes, request: dict | None, max_bytes: int) -> 
                 stamps=(flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
                 headers={name.lower(): value for name, value in flow.request.headers.items()},
                 started=flow.request.timestamp_start,
+                server=f"{flow.request.host}:{flow.request.port}",
             )
         )
     if not jobs:

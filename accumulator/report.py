@@ -90,6 +90,10 @@ def format_report(result: dict, title: str | None = None) -> str:
         lines.append(_websocket_line(websocket))
     if result.get("evidence"):
         lines.append(evidence_line(result["evidence"]))
+    relayed = result.get("relayed_from")
+    if relayed:
+        same = "the same calls" if relayed["calls_same"] else "DIFFERENT calls (gateway-altered)"
+        lines.append(f"relayed by a gateway from flow {relayed['flow_id']}: {same}")
     stats = result["stats"]
     lines.append(f"stats: {stats['events']} events, {stats['bytes']} bytes")
     rewrite = result.get("rewrite")

@@ -705,6 +705,14 @@ RESULT_SCHEMA: dict[str, Any] = {
                 "reason": {"type": ["string", "null"]},
             },
         },
+        "relayed_from": {
+            "type": "object",
+            "description": "a response a gateway relayed, where this proxy (or dump) saw the gateway's own "
+            "response from its provider too (accumulator.relay): that flow, and whether the calls are the same",
+            "required": ["flow_id", "calls_same"],
+            "additionalProperties": False,
+            "properties": {"flow_id": {"type": "string"}, "calls_same": {"type": "boolean"}},
+        },
         "websocket": {
             "type": "object",
             "description": "the response came over a WebSocket (accumulator.websocket): where it sits on the "

@@ -104,6 +104,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "an agent session made the same call (same name, same arguments) again and again: a loop",
     ),
+    "gateway-altered": (
+        "warning",
+        "a gateway handed its client different calls than its provider sent it (both sides seen by this proxy)",
+    ),
     "cancelled-call-answered": (
         "warning",
         "the client answered a call the provider had cancelled (Gemini Live toolCallCancellation)",

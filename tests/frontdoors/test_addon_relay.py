@@ -1,0 +1,74 @@
+"""The addon and the CLI on a gateway seen on both sides (accumulator.relay): the client's flow names the
+provider's flow it was relayed from, and says `gateway-altered` where the gateway handed on other calls."""
+
+from __future__ import annotations
+
+import json
+
+from chat_flows import chat_stream, follow_up, through_addon
+from mitmproxy import io
+from mitmproxy.test import taddons
+
+import addon as addon_module
+from accumulator.cli import main
+
+SENT = [("call_w1", "get_weather", '{"city": "Paris"}'), ("call_t1", "get_time", '{"tz": "Europe/Paris"}')]
+# What a gateway appending each fragment to the latest call hands on from those two calls interleaved.
+SPLICED = [("call_w1", "get_weather", ""), ("call_t1", "get_time", '{"ci{"tz": ty": "Pa"Europe/ris"}Paris"}')]
+PROVIDER = "https://api.provider.test/v1/chat/completions"
+GATEWAY = "http://127.0.0.1:4000/v1/chat/completions"
+
+
+def both_sides(lens, handed_on, *, provider_url: str = PROVIDER):
+    """The gateway's flow to its provider (sent after the client's request, ended first), then the client's."""
+    request = follow_up([])
+    upstream = through_addon(lens, chat_stream(SENT), request, url=provider_url, start=1767225600.5)
+    client = through_addon(lens, chat_stream(handed_on), request, url=GATEWAY, start=1767225600.0)
+    return upstream, client
+
+
+def test_a_faithful_gateway_is_named_on_its_clients_flow_and_nothing_is_marked():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        upstream, client = both_sides(lens, SENT)
+    result = client.metadata["toolcall_lens"]
+    assert result["relayed_from"] == {"flow_id": upstream.id, "calls_same": True}
+    assert not client.marked and "gateway-altered" not in client.comment
+    assert "relayed_from" not in upstream.metadata["toolcall_lens"]
+
+
+def test_a_gateway_that_splices_calls_is_gateway_altered_on_its_clients_flow():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        upstream, client = both_sides(lens, SPLICED)
+    result = client.metadata["toolcall_lens"]
+    assert result["relayed_from"] == {"flow_id": upstream.id, "calls_same": False}
+    [warning] = [w for w in result["warnings"] if w["code"] == "gateway-altered"]
+    assert warning["relayed_from"] == upstream.id
+    assert [(c["id"], c["name"], c["arguments"]) for c in warning["sent"]] == SENT
+    assert client.marked and "gateway-altered" in client.comment
+
+
+def test_two_responses_of_one_server_are_no_relay():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        _, client = both_sides(lens, SPLICED, provider_url=GATEWAY)
+    assert "relayed_from" not in client.metadata["toolcall_lens"]
+
+
+def test_the_cli_pairs_the_two_sides_in_a_dump_as_the_addon_did(tmp_path, capsys):
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flows = both_sides(lens, SPLICED)
+    dump = tmp_path / "gateway.flows"
+    with dump.open("wb") as file:
+        writer = io.FlowWriter(file)
+        for flow in flows:
+            writer.add(flow)
+    assert main([str(dump), "--json"]) == 1
+    upstream, client = json.loads(capsys.readouterr().out)["results"]
+    assert client["relayed_from"] == {"flow_id": flows[0].id, "calls_same": False}
+    assert "relayed_from" not in upstream
+    assert main([str(dump)]) == 1
+    report = capsys.readouterr().out
+    assert f"relayed by a gateway from flow {flows[0].id}: DIFFERENT calls (gateway-altered)" in report
