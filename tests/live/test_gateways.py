@@ -6,8 +6,9 @@ sides: the client's SDK (openai, anthropic) -> mitmdump -> LiteLLM -> the same m
 Without an injection, every route carries the provider's calls to its client. With each injection, whether
 the gateway still hands its client the same calls is what the addon rebuilt on the client's side, compared
 with what the provider sent: it must be the table in docs/test-bench.md ("Test your gateway"); where it
-breaks, the addon's flow on the client's side carries a warning of severity `warning`, and under
-`interleave` the calls the gateway built are the ones the provider's flow's `recency-misroute` predicted."""
+breaks, the addon's flow on the client's side carries a warning of severity `warning`, `gateway-altered`
+among them (the addon pairs the two sides of each call: accumulator.relay), and under `interleave` the
+calls the gateway built are the ones the provider's flow's `recency-misroute` predicted."""
 
 from __future__ import annotations
 
@@ -165,6 +166,8 @@ def test_every_route_carries_the_providers_calls_to_its_client(gateway, tmp_path
         assert calls(upstream) == calls(client) == SENT, (name, said)
         assert not severe(client) and not severe(upstream), (name, client["result"]["warnings"])
         assert "rewrite" not in upstream["result"] and "rewrite" not in client["result"]
+        # One proxy on both sides: the client's flow names the provider's flow it was relayed from.
+        assert client["result"]["relayed_from"] == {"flow_id": upstream["flow_id"], "calls_same": True}, name
 
 
 @pytest.mark.parametrize("injection", INJECTIONS)
@@ -184,6 +187,10 @@ def test_injection_through_the_gateway_is_as_the_table_says(gateway, injection, 
         assert found == expected[name, injection], report
         if found == "breaks":  # the user is told, on the flow the client got
             assert severe(client), report
+        # And told how the calls differ from what the provider sent, on the same flow.
+        relayed = client["result"]["relayed_from"]
+        assert relayed == {"flow_id": upstream["flow_id"], "calls_same": found != "breaks"}, report
+        assert ("gateway-altered" in severe(client)) is (found == "breaks"), report
         if found == "breaks" and injection == "interleave":
             # And on the provider's flow, beforehand: what a recency client builds is what the gateway built.
             [predicted] = [
