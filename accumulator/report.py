@@ -282,6 +282,13 @@ def format_view(result: dict) -> str:
             lines.extend(
                 _side_by_side(f"{name} would build", warning["would_build"], "the stream carried", truth)
             )
+    for warning in result["warnings"]:  # a gateway seen on both sides: what it got beside what it handed on
+        if warning["code"] == "gateway-altered":
+            handed_on = [call for choice in result["choices"] for call in choice["tool_calls"]]
+            lines.append("")
+            lines.extend(
+                _side_by_side("its provider sent", warning["sent"], "the gateway handed on", handed_on)
+            )
     return "\n".join(lines)
 
 

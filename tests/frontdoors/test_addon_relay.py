@@ -11,6 +11,7 @@ from mitmproxy.test import taddons
 
 import addon as addon_module
 from accumulator.cli import main
+from accumulator.report import format_view
 
 SENT = [("call_w1", "get_weather", '{"city": "Paris"}'), ("call_t1", "get_time", '{"tz": "Europe/Paris"}')]
 # What a gateway appending each fragment to the latest call hands on from those two calls interleaved.
@@ -20,10 +21,11 @@ GATEWAY = "http://127.0.0.1:4000/v1/chat/completions"
 
 
 def both_sides(lens, handed_on, *, provider_url: str = PROVIDER):
-    """The gateway's flow to its provider (sent after the client's request, ended first), then the client's."""
+    """The gateway's flow to its provider (sent after the client's request, ended first), then the client's:
+    tflow's responses end at 946681203, its requests start at 946681200."""
     request = follow_up([])
-    upstream = through_addon(lens, chat_stream(SENT), request, url=provider_url, start=1767225600.5)
-    client = through_addon(lens, chat_stream(handed_on), request, url=GATEWAY, start=1767225600.0)
+    upstream = through_addon(lens, chat_stream(SENT), request, url=provider_url, start=946681200.5)
+    client = through_addon(lens, chat_stream(handed_on), request, url=GATEWAY, start=946681200.0)
     return upstream, client
 
 
@@ -47,6 +49,11 @@ def test_a_gateway_that_splices_calls_is_gateway_altered_on_its_clients_flow():
     assert warning["relayed_from"] == upstream.id
     assert [(c["id"], c["name"], c["arguments"]) for c in warning["sent"]] == SENT
     assert client.marked and "gateway-altered" in client.comment
+    view = format_view(result)  # mitmweb's toolcall-lens view: the two sides of each call, side by side
+    assert "its provider sent" in view and "the gateway handed on" in view
+    assert (
+        'get_time {"tz": "Europe/Paris"}' in view and 'get_time {"ci{"tz": ty": "Pa"Europe/ris"}Paris' in view
+    )
 
 
 def test_two_responses_of_one_server_are_no_relay():
