@@ -499,7 +499,9 @@ def no_evidence(reason: str, checked: int = 0) -> dict:
     }
 
 
-def _same_arguments(echoed: str, observed: str) -> bool:
+def same_arguments(echoed: str, observed: str) -> bool:
+    """Whether two arguments texts are the same arguments: as JSON values where both parse (spacing and key
+    order aside), an empty text as ``{}``."""
     if echoed == observed:
         return True
     try:
@@ -527,7 +529,7 @@ def _segment(text: str, words, min_parts: int = 1) -> list[str] | None:
 def _agreement(call: EchoedCall, observed: ObservedCall) -> tuple[bool, bool]:
     """Whether an echo's name, and its arguments, are the call streamed's (arguments cut when recorded
     agree with any)."""
-    return call.name == observed.name, observed.arguments_cut or _same_arguments(
+    return call.name == observed.name, observed.arguments_cut or same_arguments(
         call.arguments, observed.arguments
     )
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import NamedTuple
 
-import orjson
-
+from .echo import same_arguments
 from .result import add_warnings
 
 DEFAULT_SIZE = 4096  # call ids remembered, each with the response it came in
@@ -117,7 +116,7 @@ def _differences(sent, got) -> list[str]:
         their_name, their_arguments = mine[call_id]
         if their_name != name:
             out.append(f"call {call_id} is named {their_name!r}, sent as {name!r}")
-        if not _same(their_arguments, arguments):
+        if not same_arguments(their_arguments, arguments):
             out.append(
                 f"call {call_id} ({name}) has arguments {_shown(their_arguments)}, sent as {_shown(arguments)}"
             )
@@ -126,15 +125,6 @@ def _differences(sent, got) -> list[str]:
     if added:
         out.append(f"{len(added)} call(s) the provider did not send: {', '.join(added)}")
     return out
-
-
-def _same(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        return orjson.loads(a or "{}") == orjson.loads(b or "{}")
-    except orjson.JSONDecodeError:
-        return False
 
 
 def _shown(arguments: str) -> str:
