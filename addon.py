@@ -768,8 +768,8 @@ class ToolcallLens:
         if echoes is not None:
             add_evidence(result, *echoes)
         request, response = flow.request, flow.response
-        ended = response.timestamp_end if response is not None and response.timestamp_end else time.time()
-        self.relays.check(result, flow.id, f"{request.host}:{request.port}", request.timestamp_start, ended)
+        done = response.timestamp_end if response is not None and response.timestamp_end else time.time()
+        self.relays.check(result, flow.id, f"{request.host}:{request.port}", request.timestamp_start, done)
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
         ended = time.time()
         self.observed.record(result, flow.id, ended)
