@@ -155,3 +155,20 @@ def test_the_ids_remembered_are_bounded():
             call["id"] = f"{call['id']}-{n}"
         relays.check(result, f"flow-{n}", PROVIDER, float(n), n + 0.5)
     assert len(relays) == 3
+
+
+def test_arguments_cut_at_the_cap_on_either_side_are_not_compared():
+    got = copy.deepcopy(SENT)
+    calls(got)[0]["arguments"], calls(got)[0]["arguments_truncated"] = '{"ci', True
+    got = relayed(got)
+    assert got["relayed_from"]["calls_same"] is True
+    sent = copy.deepcopy(SENT)
+    calls(sent)[1]["arguments"], calls(sent)[1]["arguments_truncated"] = '{"t', True
+    relays = Relays()
+    relays.check(sent, "provider-flow", PROVIDER, 10.5, 11.0)
+    renamed = copy.deepcopy(SENT)
+    calls(renamed)[1]["name"] = "get_w"
+    relays.check(renamed, "client-flow", GATEWAY, 10.0, 12.0)
+    [warning] = altered(renamed)  # a name is still compared
+    assert "call call_t1 is named 'get_w', sent as 'get_time'" in warning["message"]
+    assert warning["sent"][1]["arguments"] is None
