@@ -20,19 +20,19 @@ PROVIDER = "https://api.provider.test/v1/chat/completions"
 GATEWAY = "http://127.0.0.1:4000/v1/chat/completions"
 
 
-def both_sides(lens, handed_on, *, provider_url: str = PROVIDER):
-    """The gateway's flow to its provider (sent after the client's request, ended first), then the client's:
-    tflow's responses end at 946681203, its requests start at 946681200."""
+def both_sides(handed_on, *, provider_url: str = PROVIDER):
+    """Through the addon: the gateway's flow to its provider (sent after the client's request, ended first),
+    then the client's; tflow's responses end at 946681203, its requests start at 946681200."""
+    lens = addon_module.ToolcallLens()
     request = follow_up([])
-    upstream = through_addon(lens, chat_stream(SENT), request, url=provider_url, start=946681200.5)
-    client = through_addon(lens, chat_stream(handed_on), request, url=GATEWAY, start=946681200.0)
+    with taddons.context(lens):
+        upstream = through_addon(lens, chat_stream(SENT), request, url=provider_url, start=946681200.5)
+        client = through_addon(lens, chat_stream(handed_on), request, url=GATEWAY, start=946681200.0)
     return upstream, client
 
 
 def test_a_faithful_gateway_is_named_on_its_clients_flow_and_nothing_is_marked():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens):
-        upstream, client = both_sides(lens, SENT)
+    upstream, client = both_sides(SENT)
     result = client.metadata["toolcall_lens"]
     assert result["relayed_from"] == {"flow_id": upstream.id, "calls_same": True}
     assert not client.marked and "gateway-altered" not in client.comment
@@ -40,9 +40,7 @@ def test_a_faithful_gateway_is_named_on_its_clients_flow_and_nothing_is_marked()
 
 
 def test_a_gateway_that_splices_calls_is_gateway_altered_on_its_clients_flow():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens):
-        upstream, client = both_sides(lens, SPLICED)
+    upstream, client = both_sides(SPLICED)
     result = client.metadata["toolcall_lens"]
     assert result["relayed_from"] == {"flow_id": upstream.id, "calls_same": False}
     [warning] = [w for w in result["warnings"] if w["code"] == "gateway-altered"]
@@ -57,16 +55,12 @@ def test_a_gateway_that_splices_calls_is_gateway_altered_on_its_clients_flow():
 
 
 def test_two_responses_of_one_server_are_no_relay():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens):
-        _, client = both_sides(lens, SPLICED, provider_url=GATEWAY)
+    _, client = both_sides(SPLICED, provider_url=GATEWAY)
     assert "relayed_from" not in client.metadata["toolcall_lens"]
 
 
 def test_the_cli_pairs_the_two_sides_in_a_dump_as_the_addon_did(tmp_path, capsys):
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens):
-        flows = both_sides(lens, SPLICED)
+    flows = both_sides(SPLICED)
     dump = tmp_path / "gateway.flows"
     with dump.open("wb") as file:
         writer = io.FlowWriter(file)
