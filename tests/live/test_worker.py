@@ -391,6 +391,7 @@ def test_the_proxy_reads_the_workers_answers_while_it_waits_for_room_to_write(ca
 
 
 def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_one(monkeypatch):
+    default = worker_module.ANSWER_TIMEOUT
     monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", 0.5)
 
     async def go(worker):
@@ -400,6 +401,9 @@ def test_a_worker_that_stops_answering_is_stopped_and_the_next_flow_gets_a_new_o
         assert warning["code"] == "internal-error"
         assert "gave no answer in 0.5 s and was stopped" in warning["message"]
         assert stuck.poll() is not None  # killed, not left behind
+        # The new worker's first answer (its start, its imports) gets the usual time: on a busy VM it once
+        # took more than 0.5 s, and the new worker was stopped as stuck too.
+        monkeypatch.setattr(worker_module, "ANSWER_TIMEOUT", default)
         again = open_chat(worker)
         assert worker.process is not stuck and worker.started == 2
         result = await chat_result(again)
