@@ -769,7 +769,12 @@ class ToolcallLens:
             add_evidence(result, *echoes)
         request, response = flow.request, flow.response
         done = response.timestamp_end if response is not None and response.timestamp_end else time.time()
-        self.relays.check(result, flow.id, f"{request.host}:{request.port}", request.timestamp_start, done)
+        try:
+            self.relays.check(
+                result, flow.id, f"{request.host}:{request.port}", request.timestamp_start, done
+            )
+        except Exception as exc:  # noqa: BLE001 - a fault here costs the flow its pairing, nothing more
+            logger.warning("toolcall-lens: pairing a gateway's two sides failed: %s", describe(exc))
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
         ended = time.time()
         self.observed.record(result, flow.id, ended)

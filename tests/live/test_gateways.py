@@ -185,9 +185,8 @@ def test_injection_through_the_gateway_is_as_the_table_says(gateway, injection, 
             found = "survives" if calls(client) == SENT else "breaks"
         report = f"{name} {injection}: measured {found}; client got {calls(client)}; it said {said}"
         assert found == expected[name, injection], report
-        if found == "breaks":  # the user is told, on the flow the client got
-            assert severe(client), report
-        # And told how the calls differ from what the provider sent, on the same flow.
+        # Where it breaks the user is told, on the flow the client got, how its calls differ from what the
+        # provider sent (gateway-altered, severity warning); nowhere else.
         relayed = client["result"]["relayed_from"]
         assert relayed == {"flow_id": upstream["flow_id"], "calls_same": found != "breaks"}, report
         assert ("gateway-altered" in severe(client)) is (found == "breaks"), report
