@@ -31,7 +31,7 @@ from mitmproxy import types as mtypes
 
 from accumulator import Connection, analyze_exchange, classify, failure_result, formats
 from accumulator.echo import ObservedCalls, add_evidence
-from accumulator.exchange import maybe_llm
+from accumulator.exchange import maybe_llm, stored_timing
 from accumulator.relay import Relays
 from accumulator.report import summary_line
 from accumulator.rewrite.messages import MessageRewriter
@@ -75,6 +75,13 @@ def _session_headers(headers) -> dict[str, str]:
         if known is not None:
             found.setdefault(known, []).append(value.decode("utf-8", "surrogateescape"))
     return {name: ", ".join(values) for name, values in found.items()}
+
+
+def _whole(flow: http.HTTPFlow) -> bool:
+    """A response whose body is all here as its headers are: a flow loaded from a file (never live), or
+    one an addon answered before it could go upstream (its content set; a response from a server has
+    none until its body has come)."""
+    return not flow.live or (flow.response is not None and flow.response.raw_content is not None)
 
 
 def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
@@ -182,7 +189,7 @@ class ToolcallLens:
         await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
         self._examine(flow, format, sent)
         if buffered is not None:
-            self._analyse_buffered(flow, buffered)
+            self._analyse_whole(flow, buffered)
 
     def _examine(self, flow: http.HTTPFlow, format: str, sent: float | None = None) -> None:
         """The request's echo check and session facts, read now, as the worker reads a stream's
@@ -209,6 +216,11 @@ class ToolcallLens:
         if exchange is None or not exchange.streamed:
             # Not an LLM stream: no callable, no cost. A JSON response, or an error where a stream was
             # asked for, is small and buffered by mitmproxy as usual: it is read in `response`.
+            return
+        if _whole(flow):
+            # Its body is all here before its headers go out: loaded from a file (`-r`, mitmweb's File >
+            # Open), or answered by an addon (server replay, a mock). No callable would ever see it, and
+            # a watch would put its empty record in the body's place: it is read whole in `response`.
             return
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
@@ -259,11 +271,11 @@ class ToolcallLens:
             self._finish_stream(flow, watch)
             return None
         exchange = self._classify(flow)
-        if exchange is None or exchange.streamed:
-            # Not ours (a gateway's HTML page), or a stream another addon answered or that bypassed the
-            # callable: nothing to read here, and no result to carry the request's echo warnings.
-            self.echo_warnings.pop(flow.id, None)
-            self.turn_facts.pop(flow.id, None)
+        if exchange is None or (exchange.streamed and flow.response.raw_content is None):
+            # Not ours (a gateway's HTML page), or a stream whose body is not here (it passed before the
+            # addon was loaded, or a dump kept none: a result recorded live stays as it is): nothing to
+            # read, and no result to carry the request's echo warnings.
+            self._forget(flow)
             return
         if exchange.format is not None and flow.id not in self.echo_warnings and self._read_in_worker():
             # Its request was left to be read with its response (``request``): here, as it is analysed.
@@ -271,26 +283,47 @@ class ToolcallLens:
             if self.ending:  # after the results on their way from the worker, as a request would
                 return self._request_when_answered(flow, exchange.format, sent, exchange)
             self._examine(flow, exchange.format, sent)
-        self._analyse_buffered(flow, exchange)
+        self._analyse_whole(flow, exchange)
         return None
 
-    def _analyse_buffered(self, flow: http.HTTPFlow, exchange) -> None:
-        """A buffered LLM response (a JSON message, an HTTP error), read and annotated here."""
+    def _analyse_whole(self, flow: http.HTTPFlow, exchange) -> None:
+        """An LLM response read and annotated here, whole: a buffered one (a JSON message, an HTTP error),
+        or a stream whose body came whole (``_whole``), read from its bytes as sent, as the CLI reads a
+        dump's. Its body is never changed."""
         response = flow.response
+        streamed = exchange.streamed
         # What the request hook read of the request, if it still is what went out: not read again.
         turn = self.turn_facts.get(flow.id)
         facts = turn.request if turn is not None and turn.read_from is flow.request.raw_content else None
         try:
             result = analyze_exchange(
                 exchange,
-                response.get_content(strict=False) or b"",
+                (response.raw_content if streamed else response.get_content(strict=False)) or b"",
                 request=facts if facts is not None else flow.request.get_content(strict=False),
+                encoding=response.headers.get("content-encoding") if streamed else None,
                 status=response.status_code,
                 reason=response.reason,
                 content_type=response.headers.get("content-type", ""),
+                limits=self._settings().limits,
             )
         except Exception as exc:  # noqa: BLE001
-            result = failure_result(exchange.format, describe(exc), streamed=False)
+            result = failure_result(exchange.format, describe(exc), streamed=streamed)
+        if result is None:  # a stream on a path of no known format that turned out to be no LLM stream
+            self._forget(flow)
+            return
+        if streamed:
+            # Its timing: what the addon recorded live, if the flow was loaded with its record; else the
+            # flow's own timestamps (a replayed answer's are the replay's).
+            recorded = flow.metadata.get(METADATA_KEY)
+            source = {"read": "whole: loaded from a file" if not flow.live else "whole: answered by an addon"}
+            told = stored_timing(
+                result,
+                recorded if type(recorded) is dict else None,
+                (flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
+            )
+            if told is not None:
+                source["timing"] = told
+            result["source"] = source
         self._annotate(flow, result)
 
     def error(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
@@ -320,7 +353,7 @@ class ToolcallLens:
         # The upgrade path names the format; else its first messages will (None until then).
         format = formats.websocket_format(flow.request.path)
         connection = Connection(format, path=flow.request.path, limits=settings.limits)
-        if settings.rewrites(flow):
+        if flow.live and settings.rewrites(flow):  # a connection loaded from a file is a record: read only
             self.sockets[flow.id] = self._rewrite_socket(flow, format, connection, settings)
         else:
             self.sockets[flow.id] = self._socket_watch(flow, connection, settings)
@@ -543,10 +576,12 @@ class ToolcallLens:
 
     def _socket_watch(self, flow: http.HTTPFlow, connection: Connection, settings) -> WebSocketWatch:
         """A WebSocket flow's watch, feeding its core in batches on the event loop where there is one."""
+        # A connection loaded from a file keeps every message it was loaded with (it is a record).
+        keep = settings.websocket_keep if flow.live else 0
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no event loop (mitmproxy's test harness): every message is fed as it comes
-            return WebSocketWatch(connection, settings.websocket_keep)
+            return WebSocketWatch(connection, keep)
 
         def settled_later(settled: list[dict]) -> None:
             # On the event loop, after the hooks: mitmweb is told, as for a live update.
@@ -568,13 +603,9 @@ class ToolcallLens:
                 flow_id=flow.id,
             )
         if remote is not None:
-            watch: WebSocketWatch = RemoteSocketWatch(
-                remote, settings.websocket_keep, loop.call_later, settled_later
-            )
+            watch: WebSocketWatch = RemoteSocketWatch(remote, keep, loop.call_later, settled_later)
         else:
-            watch = WebSocketWatch(
-                connection, settings.websocket_keep, loop.call_soon, loop.call_later, settled_later
-            )
+            watch = WebSocketWatch(connection, keep, loop.call_soon, loop.call_later, settled_later)
         return watch
 
     def _rewrite_socket(

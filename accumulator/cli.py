@@ -31,13 +31,13 @@ import orjson
 from . import formats
 from .cost import PriceFileError, Prices, parse_price_file
 from .echo import ObservedCalls, add_evidence, no_evidence
-from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify
+from .exchange import MESSAGE, STREAM, Exchange, analyze_exchange, classify, stored_timing
 from .framing import MALFORMED, parse_json
 from .limits import DEFAULT_LIMITS, Limits
 from .relay import Relays
 from .report import format_report, results_of
 from .request import decoded, request_body
-from .result import Result, add_warnings
+from .result import add_warnings
 from .rewrite import INJECTIONS, REPAIRS, StreamRewriter
 from .sessions import DEFAULT_LOOP_AFTER, Sessions, asked, format_session
 from .strategies import DEFAULT_STRATEGIES, STRATEGIES
@@ -458,7 +458,9 @@ def _run(job: Job, limits: Limits) -> dict | None:
         result["rewrite"] = job.rewrite
     source = dict(job.source)
     if job.stamps is not None and job.exchange.streamed:
-        _timing_from_the_flow(result, job, source)
+        told = stored_timing(result, job.recorded, job.stamps)
+        if told is not None:
+            source["timing"] = told
     return {**result, "source": source}
 
 
@@ -542,50 +544,6 @@ def _place_connection_warnings(results: list[dict], warnings: list[dict]) -> Non
         after = at if "line" in warning else at - 1
         target = next((r for r in results if r["websocket"]["first_message"] > after), results[-1])
         add_warnings(target, [warning])
-
-
-def _timing_from_the_flow(result: Result, job: Job, source: dict) -> None:
-    """A dump's stream: the analysis is re-computed from the stored body, which has no clock; the timing
-    the addon measured live is kept (with each call's times, and its stall notes), or else what the flow's
-    own timestamps tell. ``source`` says which."""
-    recorded = job.recorded
-    timing = recorded.get("timing") if recorded else None
-    if recorded is not None and type(timing) is dict and timing.get("clock"):
-        result["timing"] = timing
-        _call_times(result, recorded)
-        stalls = [w for w in recorded.get("warnings", ()) if w.get("code") == "stalled"]
-        add_warnings(result, stalls)
-        source["timing"] = "recorded live by the addon; the rest re-computed from the stored body"
-        return
-    if job.stamps is None:  # never: called only for a job with stamps
-        return
-    sent, first, last = job.stamps
-    if sent is None or first is None:
-        return
-    duration = last - sent if last is not None else None
-    span = last - first if last is not None else None
-    result["timing"] = {
-        "clock": True,
-        "time_to_first_byte": round(first - sent, 6),
-        "time_to_first_event": None,
-        "time_to_first_token": None,
-        "first_token_event": None,
-        "duration": round(duration, 6) if duration is not None else None,
-        "events_per_second": round(result["stats"]["events"] / span, 3) if span else None,
-        "longest_gap": None,
-        "longest_gap_after_event": None,
-    }
-    source["timing"] = "the flow's timestamps (the addon did not record this flow); the rest re-computed"
-
-
-def _call_times(result: Result, recorded: dict) -> None:
-    """Each call's first and last arrival, as the addon saw them, where it rebuilt the same calls."""
-    for choice, live in zip(result["choices"], recorded.get("choices") or (), strict=False):
-        calls, live_calls = choice["tool_calls"], live.get("tool_calls") or ()
-        if [(c["id"], c["name"]) for c in calls] != [(c.get("id"), c.get("name")) for c in live_calls]:
-            continue
-        for call, live_call in zip(calls, live_calls, strict=True):
-            call["first_at"], call["last_at"] = live_call.get("first_at"), live_call.get("last_at")
 
 
 def _read_bytes(path: str) -> bytes:

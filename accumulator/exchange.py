@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from . import formats
 from .limits import DEFAULT_LIMITS, Limits
 from .request import decoded
-from .result import Result
+from .result import Result, add_warnings
 
 STREAM = "stream"
 MESSAGE = "message"
@@ -143,3 +143,56 @@ def detect_format(head: bytes, *, path: str | None = None) -> str | None:
     """The format of a body, from its path when given, else from its first bytes (streamed ones)."""
     found = formats.path_format(path) if path is not None else None
     return found[0] if found is not None else formats.sniff_format(head)
+
+
+FROM_THE_RECORD = "recorded live by the addon; the rest re-computed from the stored body"
+FROM_THE_STAMPS = "the flow's timestamps (the addon did not record this flow); the rest re-computed"
+
+
+def stored_timing(
+    result: Result,
+    recorded: dict | None,
+    stamps: tuple[float | None, float | None, float | None] | None,
+    from_stamps: str = FROM_THE_STAMPS,
+) -> str | None:
+    """A stored stream read whole (a dump's flow, a HAR entry, a flow loaded into the proxy or answered
+    whole by an addon): its body has no clock of its own. The timing the addon measured live, where the
+    flow carries its record, is kept (with each call's times, and its stall notes); else what the flow's
+    ``stamps`` (request sent, response's first byte, its last) tell. Returns where the timing came from
+    (``from_stamps`` for the stamps), or None when neither tells."""
+    timing = recorded.get("timing") if recorded is not None else None
+    if recorded is not None and type(timing) is dict and timing.get("clock"):
+        result["timing"] = cast(Any, timing)
+        _call_times(result, recorded)
+        stalls = [w for w in recorded.get("warnings", ()) if type(w) is dict and w.get("code") == "stalled"]
+        add_warnings(result, stalls)
+        return FROM_THE_RECORD
+    if stamps is None:
+        return None
+    sent, first, last = stamps
+    if sent is None or first is None:
+        return None
+    duration = last - sent if last is not None else None
+    span = last - first if last is not None else None
+    result["timing"] = {
+        "clock": True,
+        "time_to_first_byte": round(first - sent, 6),
+        "time_to_first_event": None,
+        "time_to_first_token": None,
+        "first_token_event": None,
+        "duration": round(duration, 6) if duration is not None else None,
+        "events_per_second": round(result["stats"]["events"] / span, 3) if span else None,
+        "longest_gap": None,
+        "longest_gap_after_event": None,
+    }
+    return from_stamps
+
+
+def _call_times(result: Result, recorded: dict) -> None:
+    """Each call's first and last arrival, as the addon saw them, where it rebuilt the same calls."""
+    for choice, live in zip(result["choices"], recorded.get("choices") or (), strict=False):
+        calls, live_calls = choice["tool_calls"], live.get("tool_calls") or ()
+        if [(c["id"], c["name"]) for c in calls] != [(c.get("id"), c.get("name")) for c in live_calls]:
+            continue
+        for call, live_call in zip(calls, live_calls, strict=True):
+            call["first_at"], call["last_at"] = live_call.get("first_at"), live_call.get("last_at")

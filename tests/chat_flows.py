@@ -52,6 +52,14 @@ def follow_up(
     return {"model": model, "stream": True, "stream_options": {"include_usage": True}, "messages": messages}
 
 
+def at_headers():
+    """A flow as mitmproxy holds it at a server's response headers: the body not come yet. (A response
+    whose body is there at its headers is one an addon answered, or loaded from a file: read whole.)"""
+    flow = tflow.tflow(resp=True)
+    flow.response.raw_content = None
+    return flow
+
+
 def through_addon(
     lens,
     body: bytes,
@@ -63,7 +71,7 @@ def through_addon(
 ):
     """One streamed flow to ``url`` (asked at ``start``, if given) through the addon's hooks; every chunk
     must pass unchanged."""
-    flow = tflow.tflow(resp=True)
+    flow = at_headers()
     flow.request.method, flow.request.url = "POST", url
     if start is not None:
         flow.request.timestamp_start = start

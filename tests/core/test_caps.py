@@ -8,7 +8,8 @@ import tracemalloc
 
 import fake_provider
 import pytest
-from mitmproxy.test import taddons, tflow
+from chat_flows import at_headers
+from mitmproxy.test import taddons
 from streams import call, choice, chunk, sse, tool_chunk
 
 import addon as addon_module
@@ -194,7 +195,7 @@ def test_the_addon_passes_its_cap_options_to_the_stream():
         tctx.configure(
             lens, toolcall_lens_max_calls=2, toolcall_lens_argument_cap=20, toolcall_lens_decoded_cap=10**6
         )
-        flow = tflow.tflow(resp=True)
+        flow = at_headers()
         flow.request.path = "/v1/chat/completions"
         flow.request.content = b'{"stream": true}'
         flow.response.headers["content-type"] = "text/event-stream"

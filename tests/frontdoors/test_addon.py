@@ -9,6 +9,7 @@ import logging
 import re
 
 import pytest
+from chat_flows import at_headers
 from faults import Failing
 from mitmproxy import exceptions, http
 from mitmproxy import io as mio
@@ -32,7 +33,7 @@ def llm_flow(
     request: dict | None = None,
     host: str = "api.openai.com",
 ):
-    flow = tflow.tflow(resp=True)
+    flow = at_headers()
     flow.request.method = "POST"
     flow.request.host = host
     flow.request.path = path

@@ -9,9 +9,10 @@ import json
 
 import fake_provider
 import pytest
+from chat_flows import at_headers
 from faults import Failing
 from mitmproxy import exceptions
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import taddons
 from schemas import check_result
 from websocket_turns import InjectWebSocket, a_turn, answer, response_events, send, ws_flow
 
@@ -22,7 +23,7 @@ from accumulator.rewrite import StreamRewriter
 
 
 def stream_flow(fmt: str = "openai-chat", scenario: str = "sequential", **headers):
-    flow = tflow.tflow(resp=True)
+    flow = at_headers()
     flow.request.path = fake_provider.path(fmt, scenario)
     flow.request.content = fake_provider.request_body(fmt, scenario)
     flow.response.headers["content-type"] = fake_provider.content_type(fmt)

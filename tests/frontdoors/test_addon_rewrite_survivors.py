@@ -9,7 +9,7 @@ import json
 import logging
 
 import pytest
-from chat_flows import chat_stream, follow_up, through_addon
+from chat_flows import at_headers, chat_stream, follow_up, through_addon
 from faults import Failing
 from mitmproxy import exceptions
 from mitmproxy import flow as mflow
@@ -63,7 +63,7 @@ def test_the_echo_check_honours_the_host_filter(lens):
 def test_a_request_whose_content_encoding_lies_is_still_read_as_it_came(lens):
     # Content-Encoding says gzip, the body is plain JSON: mitmproxy's lenient read passes it as it is.
     earlier = through_addon(lens, chat_stream([SEARCH]), follow_up([]))
-    flow = tflow.tflow(resp=True)
+    flow = at_headers()
     flow.request.method, flow.request.host, flow.request.path = (
         "POST",
         "api.openai.com",
@@ -522,7 +522,7 @@ def test_a_rewrite_that_does_not_apply_logs_the_url_and_each_name_with_its_reaso
 
     caplog.set_level(logging.INFO, logger="toolcall_lens")
     lens.tctx.configure(lens, toolcall_lens_inject=["interleave"])
-    flow = tflow.tflow(resp=True)
+    flow = at_headers()
     flow.request.path = fake_provider.path("gemini", "interleaved")
     flow.request.content = fake_provider.request_body("gemini", "interleaved")
     flow.response.headers["content-type"] = fake_provider.content_type("gemini")

@@ -10,10 +10,9 @@ import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from chat_flows import chat_stream, follow_up, through_addon
+from chat_flows import at_headers, chat_stream, follow_up, through_addon
 from faults import Failing
 from mitmproxy import flow as mflow
-from mitmproxy.test import tflow
 from otlp_receiver import Receiver
 from streams import DATA
 from test_addon_rewrite_survivors import SEARCH, json_flow, lens_records
@@ -95,7 +94,7 @@ def test_the_otlp_export_turned_off_while_running_sends_nothing_and_says_nothing
 def test_the_span_of_a_stream_cut_short_ends_at_its_error(lens):
     with Receiver() as receiver:
         lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
-        flow = tflow.tflow(resp=True)
+        flow = at_headers()
         flow.request.method, flow.request.host, flow.request.path = (
             "POST",
             "api.openai.com",

@@ -12,9 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import fake_provider
 import pytest
+from chat_flows import at_headers
 from lab import start_mitmdump
 from mitmproxy import io as mio
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import taddons
 from streams import core_part, without_timing
 
 import addon as addon_module
@@ -57,7 +58,7 @@ def test_flows_fed_chunk_by_chunk_in_turn_never_share_state():
     with taddons.context(lens):
         flows = {}
         for fmt, name in bodies:
-            flow = tflow.tflow(resp=True)
+            flow = at_headers()
             flow.request.path = fake_provider.path(fmt, name)
             flow.request.content = fake_provider.request_body(fmt, name)
             flow.response.headers["content-type"] = fake_provider.content_type(fmt)
