@@ -1,0 +1,163 @@
+"""A response whose body is all there at its headers: a flow loaded from a file (``mitmdump -r``, mitmweb's
+File > Open) or one an addon answered before it went upstream (``--server-replay``, a mock). No stream
+callable sees it: the addon reads it whole, as the CLI reads a dump's flow, and leaves its body as it is.
+
+Before, the addon opened a watch on it as on a live stream; the watch saw no byte, and its empty record
+took the body's place: the agent behind a server replay got an empty response, a loaded dump lost its
+bodies, and the result said "no calls, truncated"."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import fake_provider
+import pytest
+from chat_flows import chat_stream, follow_up
+from mitmproxy import eventsequence, http
+from mitmproxy.test import taddons, tflow
+from mitmproxy.websocket import WebSocketMessage
+from schemas import check_result
+from streams import DATA
+from websocket_turns import response_events, ws_flow
+from wsproto.frame_protocol import Opcode
+
+import addon as addon_module
+from accumulator import analyze
+
+PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
+REQUEST = json.loads((DATA / "production_request.json").read_text())
+
+
+@pytest.fixture
+def tctx():
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens) as tctx:
+        tctx.lens = lens
+        yield tctx
+
+
+def lifecycle(tctx, flow) -> None:
+    """The hooks mitmproxy runs for a flow it loads (``master.load_flow``), in its order."""
+    for event in eventsequence.iterate(flow):
+        tctx.master.addons.invoke_addon_sync(tctx.lens, event)
+
+
+def whole_flow(format: str, body: bytes, request: bytes, *, live: bool, path: str | None = None):
+    """A flow whose response carries its whole body: loaded from a file (``live`` False) or answered by an
+    addon (``live``)."""
+    flow = tflow.tflow(resp=True, live=live)
+    flow.request.method, flow.request.host = "POST", "api.example.com"
+    flow.request.path = path or fake_provider.path(format, "interleaved")
+    flow.request.content = request
+    flow.response = http.Response.make(200, body, {"content-type": fake_provider.content_type(format)})
+    return flow
+
+
+def calls(result: dict) -> list[tuple]:
+    return [(c["id"], c["name"], c["arguments"]) for ch in result["choices"] for c in ch["tool_calls"]]
+
+
+@pytest.mark.parametrize("format", fake_provider.FORMATS)
+def test_a_flow_loaded_from_a_file_is_read_whole_and_keeps_its_body(tctx, format):
+    body = fake_provider.body(format, "interleaved")
+    flow = whole_flow(format, body, fake_provider.request_body(format, "interleaved"), live=False)
+    lifecycle(tctx, flow)
+    assert flow.response.raw_content == body  # not the empty record of a watch that saw nothing
+    assert not callable(flow.response.stream)
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    expected = fake_provider.expected_calls("interleaved", format)
+    got = result["choices"][0]["tool_calls"]
+    assert [(c["name"], json.loads(c["arguments"])) for c in got] == [
+        (c["name"], json.loads(c["arguments"])) for c in expected
+    ]
+    assert result["complete"] is True
+    assert result["source"]["read"] == "whole: loaded from a file"
+    assert flow.comment.startswith(result["format"])
+
+
+def test_a_response_an_addon_answered_goes_out_as_it_came_and_is_read_whole(tctx):
+    flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=True)
+    flow.response.headers["content-length"] = str(len(PRODUCTION))
+    before = flow.response.get_state()
+    tctx.lens.request(flow)
+    tctx.lens.responseheaders(flow)  # mitmproxy runs it for an answered response too
+    assert not callable(flow.response.stream)
+    tctx.lens.response(flow)
+    # What mitmproxy then sends the client: the response as the addon (server replay) set it.
+    assert flow.response.get_state() == before
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    core = analyze(PRODUCTION, request=REQUEST)
+    assert calls(result) == calls(core)
+    assert [w["code"] for w in result["warnings"]] == ["recency-misroute"]
+    assert flow.marked
+    assert result["source"]["read"] == "whole: answered by an addon"
+    assert "flow's timestamps" in result["source"]["timing"]
+
+
+def test_a_loaded_flow_the_addon_recorded_live_keeps_the_timing_it_measured(tctx):
+    recorded_flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
+    lifecycle(tctx, recorded_flow)
+    record = copy.deepcopy(recorded_flow.metadata["toolcall_lens"])
+    record["timing"] = {**record["timing"], "time_to_first_token": 0.25, "longest_gap": 1.5}
+    for call in record["choices"][0]["tool_calls"]:
+        call["first_at"], call["last_at"] = 0.3, 0.9
+    loaded = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
+    loaded.metadata["toolcall_lens"] = record
+    lifecycle(tctx, loaded)
+    result = loaded.metadata["toolcall_lens"]
+    assert result["timing"]["time_to_first_token"] == 0.25 and result["timing"]["longest_gap"] == 1.5
+    assert {(c["first_at"], c["last_at"]) for c in result["choices"][0]["tool_calls"]} == {(0.3, 0.9)}
+    assert result["source"]["timing"].startswith("recorded live by the addon")
+
+
+def test_a_loaded_stream_stored_without_its_body_keeps_its_record(tctx):
+    flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
+    lifecycle(tctx, flow)
+    record, comment = copy.deepcopy(flow.metadata["toolcall_lens"]), flow.comment
+    stored = whole_flow("openai-chat", b"", json.dumps(REQUEST).encode(), live=False)
+    stored.response.raw_content = None  # recorded by a mitmdump that kept no streamed body
+    stored.metadata["toolcall_lens"], stored.comment = copy.deepcopy(record), comment
+    lifecycle(tctx, stored)
+    assert stored.response.raw_content is None
+    assert stored.metadata["toolcall_lens"] == record and stored.comment == comment
+
+
+def test_loaded_turns_are_placed_in_their_session_as_live_ones(tctx):
+    turn1 = [("call_1", "get_weather", '{"city": "Paris"}')]
+    first = whole_flow(
+        "openai-chat", chat_stream(turn1), json.dumps(follow_up([])).encode(), live=False,
+        path="/v1/chat/completions",
+    )  # fmt: skip
+    second = whole_flow(
+        "openai-chat", chat_stream([]), json.dumps(follow_up([turn1])).encode(), live=False,
+        path="/v1/chat/completions",
+    )  # fmt: skip
+    lifecycle(tctx, first)
+    lifecycle(tctx, second)
+    one, two = first.metadata["toolcall_lens"], second.metadata["toolcall_lens"]
+    assert two["session"]["id"] == one["session"]["id"]
+    assert (one["session"]["turn"], two["session"]["turn"]) == (1, 2)
+    assert [r["id"] for r in two["session"]["tool_results"]] == ["call_1"]
+
+
+def test_a_loaded_websocket_flow_keeps_every_message_and_is_never_rewritten(tctx):
+    tctx.configure(tctx.lens, toolcall_lens_websocket_keep=2, toolcall_lens_inject=["interleave"])
+    flow = ws_flow()
+    flow.live = False
+    for rid in ("r1", "r2", "r3"):
+        flow.websocket.messages.append(_message(True, {"type": "response.create", "model": "m"}))
+        for event in response_events(rid, 2):
+            flow.websocket.messages.append(_message(False, event))
+    before = [(m.from_client, m.content) for m in flow.websocket.messages]
+    lifecycle(tctx, flow)  # no inject.websocket command here: a rewrite would have failed loudly
+    assert [(m.from_client, m.content) for m in flow.websocket.messages] == before
+    record = flow.metadata["toolcall_lens"]
+    assert [len(calls(r)) for r in record["responses"]] == [2, 2, 2]
+    assert "rewrite" not in record and not record.get("connection", {}).get("trimmed")
+
+
+def _message(from_client: bool, obj: dict) -> WebSocketMessage:
+    return WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
