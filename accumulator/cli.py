@@ -1,7 +1,7 @@
 """``toolcall-lens FILE...``: reconstruct the tool calls of captured responses.
 
-A FILE is a raw response body as captured from the wire, a mitmproxy dump (``mitmdump -w FILE``): one
-result per LLM flow in it, one per response of a WebSocket flow; or a WebSocket capture, JSON lines of
+A FILE is a raw response body as captured from the wire, a mitmproxy dump (``mitmdump -w FILE``) or a HAR
+file: one result per LLM flow (HAR entry) in it, one per response of a WebSocket flow; or a WebSocket capture, JSON lines of
 messages (``{"from_client": true, "text": "..."}``): one result per response. Exit status: 0 when no result has a warning of severity "warning", 1 when
 one has, 2 on a usage or input error (nothing is analysed then).
 
@@ -103,7 +103,10 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
         "accumulators would have built from the same bytes.",
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help="a raw response body as captured, or a mitmproxy dump (-w)"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a raw response body as captured, a mitmproxy dump (-w), a HAR file or a WebSocket capture",
     )
     parser.add_argument("--json", action="store_true", help='print {"results": [...]} instead of a report')
     parser.add_argument("--request", metavar="REQUEST.json", help="the request body (declared tools)")
@@ -353,7 +356,10 @@ def _print_sessions(sessions: Sessions, as_json: bool, failures: list[dict]) -> 
     elif records:
         print("\n\n".join(format_session(record) for record in records))
     else:
-        print("toolcall-lens: no agent sessions: sessions are read from mitmproxy dumps", file=sys.stderr)
+        print(
+            "toolcall-lens: no agent sessions: sessions are read from mitmproxy dumps and HAR files",
+            file=sys.stderr,
+        )
     if failures:
         return 2
     loud = any(record["loops"] or record["unanswered"] for record in records)
@@ -379,7 +385,9 @@ def _rewrite(jobs: list, inject: tuple, repair: tuple, output: str) -> Job:
         or not jobs[0].exchange.streamed
         or "flow_id" in jobs[0].source
     ):
-        raise InputError("--inject/--repair rewrite one raw streamed body (not a dump, not a JSON response)")
+        raise InputError(
+            "--inject/--repair rewrite one raw streamed body (not a dump or a HAR file, not a JSON response)"
+        )
     job = jobs[0]
     rewriter = StreamRewriter(job.exchange.format, inject=inject, repair=repair, encoding=job.encoding)
     pieces = [
@@ -569,6 +577,9 @@ def _jobs(path: str, format: str | None, request: dict | None, max_bytes: int) -
     data = _read_bytes(path)
     if _DUMP_START.match(data):
         return _dump_jobs(path, data, request, max_bytes)
+    har = _is_har(data)
+    if har is not None:
+        return _har_jobs(path, har, request, max_bytes)
     if _is_capture(data):
         return [_capture_job(path, data, format)]
     if format is not None and format not in formats.FORMATS:
@@ -699,61 +710,175 @@ def _dump_jobs(path: str, data: bytes, request: dict | None, max_bytes: int) -> 
     for flow in flows:
         if isinstance(flow, http.HTTPFlow) and flow.websocket is not None:
             jobs.append(_websocket_flow_job(path, flow))
-            continue
-        if not isinstance(flow, http.HTTPFlow) or flow.response is None:
-            continue
-        # The request as the addon reads it: decoded as its Content-Encoding says (Codex compresses its
-        # own), or why it cannot be, which its result's evidence says as the addon's does.
-        unreadable = None
-        coding = flow.request.headers.get("content-encoding", "").strip() or None
-        try:
-            flow_request = request_body(flow.request.raw_content, coding, max_bytes)
-        except ValueError as exc:
-            flow_request, unreadable = None, str(exc)
-        response = flow.response
-        content_type = response.headers.get("content-type", "")
-        exchange = classify(
-            path=flow.request.path,
-            status=response.status_code,
-            content_type=content_type,
-            request=flow_request,
-        )
-        if exchange is None:
-            continue
-        url = flow.request.pretty_url
-        # A stream is read from its bytes as sent (as the addon saw them); a JSON response decoded.
-        body = response.raw_content if exchange.streamed else response.get_content(strict=False)
-        if body is None:
-            print(
-                f"toolcall-lens: {path}: flow {flow.id} ({url}) has no stored body; record with "
-                "`mitmdump -s addon.py` (or --set store_streamed_bodies=true) to keep it",
-                file=sys.stderr,
-            )
-            continue
-        jobs.append(
-            Job(
-                # The flow's short id and time: what a warning naming "flow d2767f4c-..." leads to.
-                f"{path}: flow {flow.id[:8]} at {_clock(flow.request.timestamp_start)}, {flow.request.method} {url}",
-                {"file": path, "flow_id": flow.id, "url": url, "time": _iso(flow.request.timestamp_start)},
-                body,
-                exchange,
-                request if request is not None else flow_request,
-                response.headers.get("content-encoding") if exchange.streamed else None,
-                flow_request or b"",
-                request_unreadable=unreadable,
-                status=response.status_code,
-                reason=response.reason,
-                content_type=content_type,
-                recorded=_recorded(flow),
-                stamps=(flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
-                headers={name.lower(): value for name, value in flow.request.headers.items()},
-                started=flow.request.timestamp_start,
-                server=f"{flow.request.host}:{flow.request.port}",
-            )
-        )
+        elif isinstance(flow, http.HTTPFlow) and flow.response is not None:
+            job = _flow_job(path, flow, request, max_bytes)
+            if job is not None:
+                jobs.append(job)
     if not jobs:
         print(f"toolcall-lens: {path}: no LLM flows with a body in this dump", file=sys.stderr)
     return jobs
+
+
+def _flow_job(
+    path: str,
+    flow,
+    request: dict | None,
+    max_bytes: int,
+    *,
+    entry: int | None = None,
+    stamps: tuple | None = None,
+) -> Job | None:
+    """The job of a stored HTTP flow with a response (a dump's, or a HAR file's ``entry``, ``stamps`` then
+    its timings), or None when it is no LLM flow or has no body."""
+    # The request as the addon reads it: decoded as its Content-Encoding says (Codex compresses its
+    # own), or why it cannot be, which its result's evidence says as the addon's does.
+    unreadable = None
+    coding = flow.request.headers.get("content-encoding", "").strip() or None
+    try:
+        flow_request = request_body(flow.request.raw_content, coding, max_bytes)
+    except ValueError as exc:
+        flow_request, unreadable = None, str(exc)
+    response = flow.response
+    content_type = response.headers.get("content-type", "")
+    exchange = classify(
+        path=flow.request.path,
+        status=response.status_code,
+        content_type=content_type,
+        request=flow_request,
+    )
+    if exchange is None:
+        return None
+    url = flow.request.pretty_url
+    # A stream is read from its bytes as sent (as the addon saw them); a JSON response decoded.
+    body = response.raw_content if exchange.streamed else response.get_content(strict=False)
+    if entry is not None and exchange.streamed and not body:
+        print(
+            f"toolcall-lens: {path}: entry {entry} ({url}) has no body in the HAR file; export it with the "
+            "responses' content (in a browser's DevTools: \"Save all as HAR with content\")",
+            file=sys.stderr,
+        )
+        return None
+    if body is None:
+        print(
+            f"toolcall-lens: {path}: flow {flow.id} ({url}) has no stored body; record with "
+            "`mitmdump -s addon.py` (or --set store_streamed_bodies=true) to keep it",
+            file=sys.stderr,
+        )
+        return None
+    started = flow.request.timestamp_start
+    source = {"file": path, "flow_id": flow.id, "url": url, "time": _iso(started)}
+    if entry is not None:
+        source["entry"] = entry
+    # The flow's short id (a HAR entry's number) and time: what a warning naming "flow d2767f4c-..." leads to.
+    named = f"entry {entry}" if entry is not None else f"flow {flow.id[:8]}"
+    return Job(
+        f"{path}: {named} at {_clock(started)}, {flow.request.method} {url}",
+        source,
+        body,
+        exchange,
+        request if request is not None else flow_request,
+        response.headers.get("content-encoding") if exchange.streamed else None,
+        flow_request or b"",
+        request_unreadable=unreadable,
+        status=response.status_code,
+        reason=response.reason,
+        content_type=content_type,
+        recorded=_recorded(flow),
+        stamps=stamps or (flow.request.timestamp_end, response.timestamp_start, response.timestamp_end),
+        headers={name.lower(): value for name, value in flow.request.headers.items()},
+        started=started,
+        server=f"{flow.request.host}:{flow.request.port}",
+    )
+
+
+def _is_har(data: bytes) -> dict | None:
+    """A HAR file (a browser's DevTools, Charles, Proxyman, Fiddler, Playwright, mitmweb's own export):
+    its JSON, or None. No LLM response is an object whose ``log`` holds ``entries``."""
+    if not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return None
+    obj, _ = parse_json(data.lstrip(b"\xef\xbb\xbf"))
+    if type(obj) is dict and type(obj.get("log")) is dict and type(obj["log"].get("entries")) is list:
+        return obj
+    return None
+
+
+def _har_jobs(path: str, har: dict, request: dict | None, max_bytes: int) -> list[Job | ConnectionJob]:
+    """Every LLM exchange of a HAR file, read as a dump's flows are (mitmproxy's own reader makes each
+    entry a flow); an entry it cannot read is told on stderr and the others still are. A HAR keeps each
+    body whole, with no time for its chunks: the timing is its entry's ``timings``."""
+    from mitmproxy.io.har import request_to_flow
+
+    jobs: list[Job | ConnectionJob] = []
+    for number, entry in enumerate(har["log"]["entries"], 1):
+        try:
+            flow = request_to_flow(entry)
+        except Exception as exc:  # noqa: BLE001 - a HAR entry can lack anything; the others are read
+            why = f"{type(exc).__name__}: {exc}"
+            print(
+                f"toolcall-lens: {path}: entry {number} could not be read ({why}); skipped", file=sys.stderr
+            )
+            continue
+        flow.id = f"entry-{number}"  # what a warning naming an earlier flow, or a session, calls it
+        messages = entry.get("_webSocketMessages") if type(entry) is dict else None
+        if flow.response is not None and flow.response.status_code == 101 and type(messages) is list:
+            jobs.append(_har_websocket_job(path, number, flow, messages, str(entry["request"]["url"])))
+            continue
+        job = _flow_job(path, flow, request, max_bytes, entry=number, stamps=_har_stamps(entry))
+        if job is not None:
+            jobs.append(job)
+    if not jobs:
+        print(f"toolcall-lens: {path}: no LLM exchanges with a body in this HAR file", file=sys.stderr)
+    return jobs
+
+
+def _har_stamps(entry: dict) -> tuple[float | None, float | None, float | None] | None:
+    """(request sent, response's first byte, its last) from a HAR entry's ``timings`` (milliseconds; -1 for
+    a phase that does not apply; ``ssl`` is part of ``connect``), or None where they are missing."""
+    timings = entry.get("timings")
+    if type(timings) is not dict:
+        return None
+    try:
+        start = datetime.fromisoformat(str(entry["startedDateTime"])).timestamp()
+
+        def phase(key: str) -> float:
+            value = timings.get(key)
+            return value / 1000 if isinstance(value, (int, float)) and value > 0 else 0.0
+
+        sent = start + sum(phase(key) for key in ("blocked", "dns", "connect", "send"))
+        first = sent + phase("wait")
+        return sent, first, first + phase("receive")
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _har_websocket_job(path: str, entry: int, flow, messages: list, url: str) -> ConnectionJob:
+    """A HAR entry's WebSocket connection (Chrome keeps its messages in ``_webSocketMessages``: ``type``
+    send or receive, ``time`` in seconds, ``opcode`` 1 for text, 2 for binary as base64, ``data``), at
+    its ``url`` as the entry says it (wss://)."""
+    job = ConnectionJob(
+        f"{path}: entry {entry}, WebSocket {url}",
+        {"file": path, "entry": entry, "flow_id": flow.id, "url": url},
+        format=formats.websocket_format(flow.request.path),
+        path=flow.request.path,
+        started=flow.request.timestamp_start,
+        headers={key.lower(): value for key, value in flow.request.headers.items()},
+    )
+    for number, message in enumerate(messages, 1):
+        kind = message.get("type") if type(message) is dict else None
+        data = message.get("data") if type(message) is dict else None
+        if kind not in ("send", "receive") or type(data) is not str:
+            job.messages.append(BadLine(number, 'not a message ("type" send or receive, "data" a string)'))
+            continue
+        when = message.get("time")
+        when = float(when) if type(when) in (int, float) else None
+        if message.get("opcode") == 2:
+            try:
+                job.messages.append((kind == "send", base64.b64decode(data, validate=True), False, when))
+            except (binascii.Error, ValueError):
+                job.messages.append(BadLine(number, "a binary message whose data is not base64"))
+            continue
+        job.messages.append((kind == "send", data.encode("utf-8", "surrogatepass"), True, when))
+    return job
 
 
 def _websocket_flow_job(path: str, flow) -> ConnectionJob:

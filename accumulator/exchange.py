@@ -170,7 +170,7 @@ def stored_timing(
     if stamps is None:
         return None
     sent, first, last = stamps
-    if sent is None or first is None:
+    if sent is None or first is None or first < sent:  # a HAR loaded by mitmproxy has its end as "sent"
         return None
     duration = last - sent if last is not None else None
     span = last - first if last is not None else None

@@ -66,7 +66,7 @@ def test_help_names_each_option_with_its_argument_and_says_what_it_does(capsys):
     assert text.startswith("usage: toolcall-lens [-h]")
     assert "Rebuild the tool calls of captured LLM responses by identity" in text
     for shown in (
-        "FILE a raw response body as captured, or a mitmproxy dump",
+        "FILE a raw response body as captured, a mitmproxy dump (-w), a HAR file or a WebSocket capture",
         "--json print {",
         "--request REQUEST.json the request body",
         "--format {anthropic-messages,",
@@ -171,7 +171,7 @@ def test_the_sessions_view_exits_0_when_quiet_says_when_there_are_none_and_2_on_
     assert main([str(raw)], sessions_view=True) == 0
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "toolcall-lens: no agent sessions: sessions are read from mitmproxy dumps\n"
+    assert captured.err == "toolcall-lens: no agent sessions: sessions are read from mitmproxy dumps and HAR files\n"
     missing = str(tmp_path / "absent.flows")
     assert main([dump, missing, "--json"], sessions_view=True) == 2
     doc = json.loads(capsys.readouterr().out)
