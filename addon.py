@@ -42,7 +42,7 @@ from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
-from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch
+from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch, rewrite_plan
 from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
 from toolcall_lens.worker import AnalysisWorker, price, read_request, request_as_sent
 
@@ -82,6 +82,10 @@ def _whole(flow: http.HTTPFlow) -> bool:
     one an addon answered before it could go upstream (its content set; a response from a server has
     none until its body has come)."""
     return not flow.live or (flow.response is not None and flow.response.raw_content is not None)
+
+
+def _reasons(skipped: dict) -> str:
+    return "; ".join(f"{s['name']}: {s['reason']}" for s in skipped["skipped"])
 
 
 def _when_answered(snapshot, running: Callable[[], bool], show: Callable[[dict | None], None]) -> None:
@@ -220,7 +224,10 @@ class ToolcallLens:
         if _whole(flow):
             # Its body is all here before its headers go out: loaded from a file (`-r`, mitmweb's File >
             # Open), or answered by an addon (server replay, a mock). No callable would ever see it, and
-            # a watch would put its empty record in the body's place: it is read whole in `response`.
+            # a watch would put its empty record in the body's place: it is read whole in `response`,
+            # rewritten first if asked (a replay's; a flow loaded from a file is a record, never rewritten).
+            if flow.live and settings.rewrites(flow):
+                self._rewrite_whole(flow, exchange, settings)
             return
         # With mitmproxy's own store_streamed_bodies on, it keeps the body itself: no second copy.
         own_copy = "store_streamed_bodies" in ctx.options and ctx.options.store_streamed_bodies
@@ -254,14 +261,28 @@ class ToolcallLens:
         if unread and not (isinstance(watch, StreamWatch) and watch.remote):  # no worker to be had after all
             self._examine(flow, exchange.format, flow.request.timestamp_end)
         if skipped is not None:
-            logger.info(
-                "toolcall-lens: not rewriting %s: %s",
-                url,
-                "; ".join(f"{s['name']}: {s['reason']}" for s in skipped["skipped"]),
-            )
+            logger.info("toolcall-lens: not rewriting %s: %s", url, _reasons(skipped))
         watch.url = url
         self.watches[flow.id] = watch
         flow.response.stream = watch
+
+    def _rewrite_whole(self, flow: http.HTTPFlow, exchange, settings: options.Settings) -> None:
+        """A response an addon answered (a server replay of a recorded session), rewritten before it goes
+        out as its stream would have been: the whole body through the same RewriteWatch at once, its
+        headers fitted. Finished in ``response`` as a live rewrite is. Where no rewrite applies, the body
+        goes as it came, and its result says why (``_analyse_whole``)."""
+        turn = self.turn_facts.get(flow.id)
+        facts = turn.request if turn is not None and turn.read_from is flow.request.raw_content else None
+        watch, skipped = open_watch(flow, exchange.format, settings, keep_body=False, facts=facts)
+        if not isinstance(watch, RewriteWatch):
+            if skipped is not None:
+                logger.info("toolcall-lens: not rewriting %s: %s", self._url(flow), _reasons(skipped))
+            return
+        body = flow.response.raw_content or b""
+        pieces = [*(watch(body) if body else ()), *watch(b"")]  # b"": the end, as mitmproxy says it
+        flow.response.raw_content = b"".join(pieces)
+        watch.url = self._url(flow)
+        self.watches[flow.id] = watch
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         watch = self.watches.pop(flow.id, None)
@@ -312,6 +333,16 @@ class ToolcallLens:
             self._forget(flow)
             return
         if streamed:
+            settings = self._settings()
+            if flow.live and settings.rewrites(flow):  # asked, and not applied (``_rewrite_whole``): why
+                _, note = rewrite_plan(
+                    exchange.format,
+                    response.headers.get("content-encoding", ""),
+                    settings.inject,
+                    settings.repair,
+                )
+                if note is not None:
+                    result["rewrite"] = note
             # Its timing: what the addon recorded live, if the flow was loaded with its record; else the
             # flow's own timestamps (a replayed answer's are the replay's).
             recorded = flow.metadata.get(METADATA_KEY)

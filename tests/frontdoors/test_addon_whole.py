@@ -24,6 +24,7 @@ from wsproto.frame_protocol import Opcode
 
 import addon as addon_module
 from accumulator import analyze
+from accumulator.rewrite import StreamRewriter
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
 REQUEST = json.loads((DATA / "production_request.json").read_text())
@@ -161,3 +162,47 @@ def test_a_loaded_websocket_flow_keeps_every_message_and_is_never_rewritten(tctx
 
 def _message(from_client: bool, obj: dict) -> WebSocketMessage:
     return WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
+
+
+def test_a_replayed_response_is_rewritten_whole_before_it_goes_out_as_its_stream_would_be(tctx):
+    # `mitmdump --server-replay session.flows --set toolcall_lens_inject=interleave`: the recorded session
+    # played to the agent with the hostile shape, no provider needed.
+    tctx.configure(tctx.lens, toolcall_lens_inject=["interleave"])
+    body = fake_provider.body("openai-chat", "sequential")
+    flow = whole_flow("openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=True)
+    flow.response.headers["content-length"] = str(len(body))
+    tctx.lens.request(flow)
+    tctx.lens.responseheaders(flow)
+    tctx.lens.response(flow)
+    rewriter = StreamRewriter("openai-chat", inject=["interleave"])
+    expected = b"".join([*rewriter.feed(body), *rewriter.finish()])
+    assert flow.response.raw_content == expected != body  # what mitmproxy sends the client next
+    assert "content-length" not in flow.response.headers  # fitted: the length changed
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    assert (
+        result["rewrite"]["inject"] == ["interleave"] and result["rewrite"]["upstream"]["calls_same"] is True
+    )
+    assert result["compatibility"]["recency"]["verdict"] == "breaks"  # the client's side: interleaved
+
+
+def test_a_replayed_response_a_rewrite_does_not_fit_goes_out_as_it_came_and_says_why(tctx):
+    tctx.configure(tctx.lens, toolcall_lens_inject=["split-names"])  # Gemini sends each name whole
+    body = fake_provider.body("gemini", "interleaved")
+    flow = whole_flow("gemini", body, fake_provider.request_body("gemini", "interleaved"), live=True)
+    tctx.lens.responseheaders(flow)
+    tctx.lens.response(flow)
+    assert flow.response.raw_content == body
+    (skipped,) = flow.metadata["toolcall_lens"]["rewrite"]["skipped"]
+    assert skipped["name"] == "split-names" and skipped["reason"]
+
+
+def test_a_flow_loaded_from_a_file_is_never_rewritten(tctx):
+    tctx.configure(tctx.lens, toolcall_lens_inject=["interleave"])
+    body = fake_provider.body("openai-chat", "sequential")
+    flow = whole_flow(
+        "openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=False
+    )
+    lifecycle(tctx, flow)
+    assert flow.response.raw_content == body
+    assert "rewrite" not in flow.metadata["toolcall_lens"]

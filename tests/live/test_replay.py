@@ -106,3 +106,26 @@ def test_a_dump_loaded_into_the_proxy_keeps_its_bodies_and_is_read_as_the_cli_re
     (from_cli,) = json.loads(cli.stdout)["results"]
     for key in ("choices", "warnings", "timing", "complete", "usage"):
         assert result[key] == from_cli[key], key
+
+
+def test_a_server_replay_with_an_injection_plays_the_session_back_in_the_hostile_shape(recorded, tmp_path):
+    # The recorded session played to the client again, every call at index 0 (Groq's and Ollama's shape),
+    # with no provider: openai-python's stream helper keys calls by index and merges them, as Bifrost did.
+    dump, provider_port = recorded
+    jsonl = tmp_path / "replayed.jsonl"
+    argv = proxy_argv(
+        provider_port,
+        "connection_strategy=lazy",
+        f"toolcall_lens_jsonl={jsonl}",
+        "toolcall_lens_inject=collide-index",
+    )
+    proxy, port = start_proxy([*argv, "--server-replay", str(dump)])
+    try:
+        got = sdk_calls(port)
+    finally:
+        proxy.stop()
+    assert [name for _, name, _ in got] == ["search_circularsget_user_profile"]
+    (result,) = results(jsonl)
+    assert result["rewrite"]["inject"] == ["collide-index"] and result["rewrite"]["upstream"]["calls_same"]
+    assert [(c["id"], c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == EXPECTED
+    assert "index-only" in {w["strategy"] for w in result["warnings"] if "strategy" in w}
