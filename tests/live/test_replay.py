@@ -11,6 +11,7 @@ import subprocess
 
 import openai
 import pytest
+from doc_commands import commands
 from lab import BIN, ROOT, Process, proxy_argv, start_fake_provider, start_mitmdump, start_proxy
 from mitmproxy import io as mio
 
@@ -108,18 +109,32 @@ def test_a_dump_loaded_into_the_proxy_keeps_its_bodies_and_is_read_as_the_cli_re
         assert result[key] == from_cli[key], key
 
 
-def test_a_server_replay_with_an_injection_plays_the_session_back_in_the_hostile_shape(recorded, tmp_path):
-    # The recorded session played to the client again, every call at index 0 (Groq's and Ollama's shape),
-    # with no provider: openai-python's stream helper keys calls by index and merges them, as Bifrost did.
+def replay_recipe(dump, upstream: str) -> list[str]:
+    """docs/test-bench.md's replay command as written, with the venv's tools, the recorded ``dump``, the
+    ``upstream`` it was recorded from, and a free port."""
+    (command,) = [
+        c for c in commands((ROOT / "docs" / "test-bench.md").read_text()) if "--server-replay" in c.argv
+    ]
+    argv = []
+    for previous, word in zip([None, *command.argv], command.argv, strict=False):
+        if word.startswith(".venv/bin/"):
+            word = str(BIN / word.rpartition("/")[2])
+        elif previous == "--server-replay":
+            word = str(dump)
+        elif previous == "--mode":
+            word = f"reverse:{upstream}@0"
+        argv.append(word)
+    return argv
+
+
+def test_the_replay_recipe_plays_the_session_back_in_the_hostile_shape(recorded, tmp_path):
+    # docs/test-bench.md's recipe: the recorded session played to the client again, every call at index 0
+    # (Groq's and Ollama's shape), with no provider running: openai-python's stream helper keys calls by
+    # index and merges them, as Bifrost did.
     dump, provider_port = recorded
     jsonl = tmp_path / "replayed.jsonl"
-    argv = proxy_argv(
-        provider_port,
-        "connection_strategy=lazy",
-        f"toolcall_lens_jsonl={jsonl}",
-        "toolcall_lens_inject=collide-index",
-    )
-    proxy, port = start_proxy([*argv, "--server-replay", str(dump)])
+    argv = replay_recipe(dump, f"http://127.0.0.1:{provider_port}")
+    proxy, port = start_proxy([*argv, "--set", f"toolcall_lens_jsonl={jsonl}"])
     try:
         got = sdk_calls(port)
     finally:
