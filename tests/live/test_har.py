@@ -146,3 +146,26 @@ def test_the_har_chromium_recorded_of_a_streamed_fetch_reads_as_the_stream(tmp_p
     ]
     assert [w["code"] for w in result["warnings"]] == ["recency-misroute"]
     assert result["source"]["url"] == f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+def test_a_dump_loaded_into_the_proxy_keeps_every_websocket_message_and_reads_the_connection(
+    captured, tmp_path
+):
+    dump, _ = captured
+    saved, jsonl = tmp_path / "saved.flows", tmp_path / "loaded.jsonl"
+    argv = [str(BIN / "mitmdump"), "-n", "-r", str(dump), "-s", str(ROOT / "addon.py"), "-w", str(saved)]
+    argv += ["--set", f"toolcall_lens_jsonl={jsonl}", "--set", "toolcall_lens_websocket_keep=2"]
+    with Process("mitmdump -nr dump", argv) as loader:
+        assert loader.popen.wait(60) == 0, "\n".join(loader.lines)
+    from mitmproxy import io as mio
+
+    with open(dump, "rb") as f:
+        (original,) = [flow for flow in mio.FlowReader(f).stream() if flow.websocket is not None]
+    with open(saved, "rb") as f:
+        (loaded,) = [flow for flow in mio.FlowReader(f).stream() if flow.websocket is not None]
+    # A record: not one message trimmed, whatever toolcall_lens_websocket_keep says of live connections.
+    assert [m.content for m in loaded.websocket.messages] == [m.content for m in original.websocket.messages]
+    records = [json.loads(line) for line in jsonl.read_bytes().splitlines()]
+    (connection,) = [r["result"] for r in records if r["result"].get("websocket")]
+    _, from_dump, _ = cli(str(dump))
+    assert essence(connection) == essence(from_dump["results"][-1])
