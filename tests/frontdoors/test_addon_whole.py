@@ -15,14 +15,13 @@ import fake_provider
 import pytest
 from chat_flows import chat_stream, follow_up
 from mitmproxy import eventsequence, http
-from mitmproxy.test import taddons, tflow
+from mitmproxy.test import tflow
 from mitmproxy.websocket import WebSocketMessage
 from schemas import check_result
 from streams import DATA
 from websocket_turns import response_events, ws_flow
 from wsproto.frame_protocol import Opcode
 
-import addon as addon_module
 from accumulator import analyze
 from accumulator.rewrite import StreamRewriter
 
@@ -30,18 +29,10 @@ PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
 REQUEST = json.loads((DATA / "production_request.json").read_text())
 
 
-@pytest.fixture
-def tctx():
-    lens = addon_module.ToolcallLens()
-    with taddons.context(lens) as tctx:
-        tctx.lens = lens
-        yield tctx
-
-
-def lifecycle(tctx, flow) -> None:
+def lifecycle(lens, flow) -> None:
     """The hooks mitmproxy runs for a flow it loads (``master.load_flow``), in its order."""
     for event in eventsequence.iterate(flow):
-        tctx.master.addons.invoke_addon_sync(tctx.lens, event)
+        lens.tctx.master.addons.invoke_addon_sync(lens, event)
 
 
 def whole_flow(format: str, body: bytes, request: bytes, *, live: bool, path: str | None = None):
@@ -60,10 +51,10 @@ def calls(result: dict) -> list[tuple]:
 
 
 @pytest.mark.parametrize("format", fake_provider.FORMATS)
-def test_a_flow_loaded_from_a_file_is_read_whole_and_keeps_its_body(tctx, format):
+def test_a_flow_loaded_from_a_file_is_read_whole_and_keeps_its_body(lens, format):
     body = fake_provider.body(format, "interleaved")
     flow = whole_flow(format, body, fake_provider.request_body(format, "interleaved"), live=False)
-    lifecycle(tctx, flow)
+    lifecycle(lens, flow)
     assert flow.response.raw_content == body  # not the empty record of a watch that saw nothing
     assert not callable(flow.response.stream)
     result = flow.metadata["toolcall_lens"]
@@ -78,14 +69,14 @@ def test_a_flow_loaded_from_a_file_is_read_whole_and_keeps_its_body(tctx, format
     assert flow.comment.startswith(result["format"])
 
 
-def test_a_response_an_addon_answered_goes_out_as_it_came_and_is_read_whole(tctx):
+def test_a_response_an_addon_answered_goes_out_as_it_came_and_is_read_whole(lens):
     flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=True)
     flow.response.headers["content-length"] = str(len(PRODUCTION))
     before = flow.response.get_state()
-    tctx.lens.request(flow)
-    tctx.lens.responseheaders(flow)  # mitmproxy runs it for an answered response too
+    lens.request(flow)
+    lens.responseheaders(flow)  # mitmproxy runs it for an answered response too
     assert not callable(flow.response.stream)
-    tctx.lens.response(flow)
+    lens.response(flow)
     # What mitmproxy then sends the client: the response as the addon (server replay) set it.
     assert flow.response.get_state() == before
     result = flow.metadata["toolcall_lens"]
@@ -98,35 +89,35 @@ def test_a_response_an_addon_answered_goes_out_as_it_came_and_is_read_whole(tctx
     assert "flow's timestamps" in result["source"]["timing"]
 
 
-def test_a_loaded_flow_the_addon_recorded_live_keeps_the_timing_it_measured(tctx):
+def test_a_loaded_flow_the_addon_recorded_live_keeps_the_timing_it_measured(lens):
     recorded_flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
-    lifecycle(tctx, recorded_flow)
+    lifecycle(lens, recorded_flow)
     record = copy.deepcopy(recorded_flow.metadata["toolcall_lens"])
     record["timing"] = {**record["timing"], "time_to_first_token": 0.25, "longest_gap": 1.5}
     for call in record["choices"][0]["tool_calls"]:
         call["first_at"], call["last_at"] = 0.3, 0.9
     loaded = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
     loaded.metadata["toolcall_lens"] = record
-    lifecycle(tctx, loaded)
+    lifecycle(lens, loaded)
     result = loaded.metadata["toolcall_lens"]
     assert result["timing"]["time_to_first_token"] == 0.25 and result["timing"]["longest_gap"] == 1.5
     assert {(c["first_at"], c["last_at"]) for c in result["choices"][0]["tool_calls"]} == {(0.3, 0.9)}
     assert result["source"]["timing"].startswith("recorded live by the addon")
 
 
-def test_a_loaded_stream_stored_without_its_body_keeps_its_record(tctx):
+def test_a_loaded_stream_stored_without_its_body_keeps_its_record(lens):
     flow = whole_flow("openai-chat", PRODUCTION, json.dumps(REQUEST).encode(), live=False)
-    lifecycle(tctx, flow)
+    lifecycle(lens, flow)
     record, comment = copy.deepcopy(flow.metadata["toolcall_lens"]), flow.comment
     stored = whole_flow("openai-chat", b"", json.dumps(REQUEST).encode(), live=False)
     stored.response.raw_content = None  # recorded by a mitmdump that kept no streamed body
     stored.metadata["toolcall_lens"], stored.comment = copy.deepcopy(record), comment
-    lifecycle(tctx, stored)
+    lifecycle(lens, stored)
     assert stored.response.raw_content is None
     assert stored.metadata["toolcall_lens"] == record and stored.comment == comment
 
 
-def test_loaded_turns_are_placed_in_their_session_as_live_ones(tctx):
+def test_loaded_turns_are_placed_in_their_session_as_live_ones(lens):
     turn1 = [("call_1", "get_weather", '{"city": "Paris"}')]
     first = whole_flow(
         "openai-chat", chat_stream(turn1), json.dumps(follow_up([])).encode(), live=False,
@@ -136,16 +127,16 @@ def test_loaded_turns_are_placed_in_their_session_as_live_ones(tctx):
         "openai-chat", chat_stream([]), json.dumps(follow_up([turn1])).encode(), live=False,
         path="/v1/chat/completions",
     )  # fmt: skip
-    lifecycle(tctx, first)
-    lifecycle(tctx, second)
+    lifecycle(lens, first)
+    lifecycle(lens, second)
     one, two = first.metadata["toolcall_lens"], second.metadata["toolcall_lens"]
     assert two["session"]["id"] == one["session"]["id"]
     assert (one["session"]["turn"], two["session"]["turn"]) == (1, 2)
     assert [r["id"] for r in two["session"]["tool_results"]] == ["call_1"]
 
 
-def test_a_loaded_websocket_flow_keeps_every_message_and_is_never_rewritten(tctx):
-    tctx.configure(tctx.lens, toolcall_lens_websocket_keep=2, toolcall_lens_inject=["interleave"])
+def test_a_loaded_websocket_flow_keeps_every_message_and_is_never_rewritten(lens):
+    lens.tctx.configure(lens, toolcall_lens_websocket_keep=2, toolcall_lens_inject=["interleave"])
     flow = ws_flow()
     flow.live = False
     for rid in ("r1", "r2", "r3"):
@@ -153,7 +144,7 @@ def test_a_loaded_websocket_flow_keeps_every_message_and_is_never_rewritten(tctx
         for event in response_events(rid, 2):
             flow.websocket.messages.append(_message(False, event))
     before = [(m.from_client, m.content) for m in flow.websocket.messages]
-    lifecycle(tctx, flow)  # no inject.websocket command here: a rewrite would have failed loudly
+    lifecycle(lens, flow)  # no inject.websocket command here: a rewrite would have failed loudly
     assert [(m.from_client, m.content) for m in flow.websocket.messages] == before
     record = flow.metadata["toolcall_lens"]
     assert [len(calls(r)) for r in record["responses"]] == [2, 2, 2]
@@ -164,16 +155,16 @@ def _message(from_client: bool, obj: dict) -> WebSocketMessage:
     return WebSocketMessage(Opcode.TEXT, from_client, json.dumps(obj).encode())
 
 
-def test_a_replayed_response_is_rewritten_whole_before_it_goes_out_as_its_stream_would_be(tctx):
+def test_a_replayed_response_is_rewritten_whole_before_it_goes_out_as_its_stream_would_be(lens):
     # `mitmdump --server-replay session.flows --set toolcall_lens_inject=interleave`: the recorded session
     # played to the agent with the hostile shape, no provider needed.
-    tctx.configure(tctx.lens, toolcall_lens_inject=["interleave"])
+    lens.tctx.configure(lens, toolcall_lens_inject=["interleave"])
     body = fake_provider.body("openai-chat", "sequential")
     flow = whole_flow("openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=True)
     flow.response.headers["content-length"] = str(len(body))
-    tctx.lens.request(flow)
-    tctx.lens.responseheaders(flow)
-    tctx.lens.response(flow)
+    lens.request(flow)
+    lens.responseheaders(flow)
+    lens.response(flow)
     rewriter = StreamRewriter("openai-chat", inject=["interleave"])
     expected = b"".join([*rewriter.feed(body), *rewriter.finish()])
     assert flow.response.raw_content == expected != body  # what mitmproxy sends the client next
@@ -186,23 +177,23 @@ def test_a_replayed_response_is_rewritten_whole_before_it_goes_out_as_its_stream
     assert result["compatibility"]["recency"]["verdict"] == "breaks"  # the client's side: interleaved
 
 
-def test_a_replayed_response_a_rewrite_does_not_fit_goes_out_as_it_came_and_says_why(tctx):
-    tctx.configure(tctx.lens, toolcall_lens_inject=["split-names"])  # Gemini sends each name whole
+def test_a_replayed_response_a_rewrite_does_not_fit_goes_out_as_it_came_and_says_why(lens):
+    lens.tctx.configure(lens, toolcall_lens_inject=["split-names"])  # Gemini sends each name whole
     body = fake_provider.body("gemini", "interleaved")
     flow = whole_flow("gemini", body, fake_provider.request_body("gemini", "interleaved"), live=True)
-    tctx.lens.responseheaders(flow)
-    tctx.lens.response(flow)
+    lens.responseheaders(flow)
+    lens.response(flow)
     assert flow.response.raw_content == body
     (skipped,) = flow.metadata["toolcall_lens"]["rewrite"]["skipped"]
     assert skipped["name"] == "split-names" and skipped["reason"]
 
 
-def test_a_flow_loaded_from_a_file_is_never_rewritten(tctx):
-    tctx.configure(tctx.lens, toolcall_lens_inject=["interleave"])
+def test_a_flow_loaded_from_a_file_is_never_rewritten(lens):
+    lens.tctx.configure(lens, toolcall_lens_inject=["interleave"])
     body = fake_provider.body("openai-chat", "sequential")
     flow = whole_flow(
         "openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=False
     )
-    lifecycle(tctx, flow)
+    lifecycle(lens, flow)
     assert flow.response.raw_content == body
     assert "rewrite" not in flow.metadata["toolcall_lens"]
