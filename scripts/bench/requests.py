@@ -72,6 +72,7 @@ def _flow(request: bytes, coding: str | None = None):
         flow.request.raw_content = as_codex_sends(request)
     flow.response.headers["content-type"] = "text/event-stream"
     del flow.response.headers["content-length"]
+    flow.response.raw_content = None  # at its headers, a server's response has no body yet
     return flow
 
 
