@@ -68,6 +68,9 @@ def format_report(result: dict, title: str | None = None) -> str:
         lines.append(cost_line(result))
     if result.get("session"):
         lines.append(session_line(result["session"]))
+    read = (result.get("source") or {}).get("read")
+    if read:  # the addon's, for a stream it did not watch pass: loaded from a file, or a replay's
+        lines.append(f"read {read}, from its stored body")
     timing = result.get("timing")
     if timing and timing["clock"]:
         facts = [

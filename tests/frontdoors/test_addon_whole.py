@@ -23,6 +23,7 @@ from websocket_turns import response_events, ws_flow
 from wsproto.frame_protocol import Opcode
 
 from accumulator import analyze
+from accumulator.report import format_view
 from accumulator.rewrite import StreamRewriter
 
 PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
@@ -87,6 +88,8 @@ def test_a_response_an_addon_answered_goes_out_as_it_came_and_is_read_whole(lens
     assert flow.marked
     assert result["source"]["read"] == "whole: answered by an addon"
     assert "flow's timestamps" in result["source"]["timing"]
+    # What mitmweb's toolcall-lens view and toolcall.report say of it.
+    assert "read whole: answered by an addon, from its stored body" in format_view(result)
 
 
 def test_a_loaded_flow_the_addon_recorded_live_keeps_the_timing_it_measured(lens):
