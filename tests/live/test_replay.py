@@ -7,6 +7,7 @@ SDK behind a replay got no calls, a dump saved after a load had lost its bodies.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 
 import openai
@@ -14,6 +15,7 @@ import pytest
 from doc_commands import commands
 from lab import BIN, ROOT, Process, proxy_argv, start_fake_provider, start_mitmdump, start_proxy
 from mitmproxy import io as mio
+from weblab import start_mitmweb
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
@@ -144,3 +146,34 @@ def test_the_replay_recipe_plays_the_session_back_in_the_hostile_shape(recorded,
     assert result["rewrite"]["inject"] == ["collide-index"] and result["rewrite"]["upstream"]["calls_same"]
     assert [(c["id"], c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]] == EXPECTED
     assert "index-only" in {w["strategy"] for w in result["warnings"] if "strategy" in w}
+
+
+def test_a_dump_opened_in_mitmweb_shows_each_llm_flow_annotated_with_its_body(recorded):
+    # mitmweb -r: what a person opening yesterday's session sees (File > Open loads flows the same way).
+    dump, _ = recorded
+    password = secrets.token_urlsafe(16)
+    web = start_mitmweb(
+        lambda web_port: [
+            *proxy_argv(
+                None,
+                f"web_port={web_port}",
+                "web_host=127.0.0.1",
+                "web_open_browser=false",
+                f"web_password={password}",
+                tool="mitmweb",
+            ),
+            "-r",
+            str(dump),
+        ],
+        password,
+    )
+    try:
+        web.process.wait_for(r"toolcall-lens POST .*recency-misroute", timeout=60)
+        (flow,) = web.flows()
+        status, report = web.command("toolcall.report", "@all")
+    finally:
+        web.process.stop()
+    (original,) = read(dump)
+    assert flow["comment"] == original.comment and flow["marked"]
+    assert flow["response"]["contentLength"] == len(original.response.raw_content)  # before: 0
+    assert status == 200 and "search_circulars, get_user_profile" in report["value"]
