@@ -19,6 +19,7 @@ watches, the content view, redaction, the export) and in the core, ``accumulator
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import functools
 import logging
@@ -84,6 +85,26 @@ def _whole(flow: http.HTTPFlow) -> bool:
     return not flow.live or (flow.response is not None and flow.response.raw_content is not None)
 
 
+# A response an addon answered goes out in one piece (mitmproxy writes its content at once).
+_NO_WRITES = "a response an addon answered goes out in one piece: there are no writes to cut"
+
+
+def _whole_settings(settings: options.Settings) -> tuple[options.Settings, dict | None]:
+    """The settings a response an addon answered is rewritten with: ``rechunk`` left out, and its note."""
+    if "rechunk" not in settings.inject:
+        return settings, None
+    inject = tuple(name for name in settings.inject if name != "rechunk")
+    return dataclasses.replace(settings, inject=inject), {"name": "rechunk", "reason": _NO_WRITES}
+
+
+def _add_skip(result: dict, format: str | None, skip: dict | None) -> None:
+    """A rewrite that could not apply, named in the result's ``rewrite`` note (made if there is none)."""
+    if skip is None:
+        return
+    note = result.setdefault("rewrite", {"format": format, "inject": [], "repair": [], "skipped": []})
+    note.setdefault("skipped", []).append(skip)
+
+
 def _reasons(skipped: dict) -> str:
     return "; ".join(f"{s['name']}: {s['reason']}" for s in skipped["skipped"])
 
@@ -114,6 +135,9 @@ class ToolcallLens:
         # flow id -> what its request says of its session (the results it sends back, the response it
         # follows), until the flow is annotated
         self.turn_facts: dict[str, Asked] = {}
+        # flow id -> a rewrite asked for a response an addon answered that cannot apply to it (rechunk),
+        # until the flow is annotated
+        self.whole_skips: dict[str, dict] = {}
         self.jsonl: JsonlFile | None = None  # the toolcall_lens_jsonl file, opened for appending
         self.settings: options.Settings | None = None
         self.started = False  # the running hook came: mitmproxy is past its start-up checks
@@ -271,6 +295,11 @@ class ToolcallLens:
         out as its stream would have been: the whole body through the same RewriteWatch at once, its
         headers fitted. Finished in ``response`` as a live rewrite is. Where no rewrite applies, the body
         goes as it came, and its result says why (``_analyse_whole``)."""
+        settings, skip = _whole_settings(settings)
+        if skip is not None:
+            self.whole_skips[flow.id] = skip
+        if not settings.rewrites(flow):
+            return
         turn = self.turn_facts.get(flow.id)
         facts = turn.request if turn is not None and turn.read_from is flow.request.raw_content else None
         watch, skipped = open_watch(flow, exchange.format, settings, keep_body=False, facts=facts)
@@ -333,7 +362,7 @@ class ToolcallLens:
             self._forget(flow)
             return
         if streamed:
-            settings = self._settings()
+            settings, _ = _whole_settings(self._settings())
             if flow.live and settings.rewrites(flow):  # asked, and not applied (``_rewrite_whole``): why
                 _, note = rewrite_plan(
                     exchange.format,
@@ -343,6 +372,7 @@ class ToolcallLens:
                 )
                 if note is not None:
                     result["rewrite"] = note
+            _add_skip(result, exchange.format, self.whole_skips.pop(flow.id, None))
             # Its timing: what the addon recorded live, if the flow was loaded with its record; else the
             # flow's own timestamps (a replayed answer's are the replay's).
             recorded = flow.metadata.get(METADATA_KEY)
@@ -374,6 +404,7 @@ class ToolcallLens:
     def _forget(self, flow: http.HTTPFlow) -> None:
         self.echo_warnings.pop(flow.id, None)
         self.turn_facts.pop(flow.id, None)
+        self.whole_skips.pop(flow.id, None)
 
     # -- WebSocket connections (OpenAI Responses WebSocket mode, Realtime, Gemini Live) ---------------------
 
@@ -778,6 +809,7 @@ class ToolcallLens:
             if echoes:
                 self._link_earlier_flows(flow, echoes)
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
+            _add_skip(result, result.get("format"), self.whole_skips.pop(flow.id, None))
             self._annotate(flow, result, watch.url, remote)
         else:
             self._forget(flow)

@@ -200,3 +200,21 @@ def test_a_flow_loaded_from_a_file_is_never_rewritten(lens):
     lifecycle(lens, flow)
     assert flow.response.raw_content == body
     assert "rewrite" not in flow.metadata["toolcall_lens"]
+
+
+@pytest.mark.parametrize("inject", [["rechunk"], ["interleave", "rechunk"]])
+def test_rechunk_has_no_writes_to_cut_in_a_replayed_response_and_its_result_says_so(lens, inject):
+    lens.tctx.configure(lens, toolcall_lens_inject=inject)
+    body = fake_provider.body("openai-chat", "sequential")
+    flow = whole_flow("openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=True)
+    lens.responseheaders(flow)
+    lens.response(flow)
+    rest = [name for name in inject if name != "rechunk"]
+    rewriter = StreamRewriter("openai-chat", inject=rest)
+    assert flow.response.raw_content == b"".join([*rewriter.feed(body), *rewriter.finish()])
+    rewrite = flow.metadata["toolcall_lens"]["rewrite"]
+    assert rewrite["inject"] == rest
+    (rechunk,) = [entry for entry in rewrite["skipped"] if entry["name"] == "rechunk"]
+    assert "goes out in one piece" in rechunk["reason"]
+    check_result(flow.metadata["toolcall_lens"])
+    assert not lens.whole_skips
