@@ -37,7 +37,7 @@ from accumulator.relay import Relays
 from accumulator.report import summary_line
 from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, format_session
-from toolcall_lens import options
+from toolcall_lens import handover, options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
@@ -64,6 +64,8 @@ ECHO_WAIT = 2.0
 
 
 _SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}
+# The addon's name in mitmproxy's addon manager (its class name, lowercased).
+NAME = "toolcalllens"
 
 
 def _session_headers(headers) -> dict[str, str]:
@@ -76,6 +78,21 @@ def _session_headers(headers) -> dict[str, str]:
         if known is not None:
             found.setdefault(known, []).append(value.decode("utf-8", "surrogateescape"))
     return {name: ", ".join(values) for name, values in found.items()}
+
+
+def _say_stale(what: str) -> bool:
+    """Whether the modules under toolcall_lens/ and accumulator/ changed since the proxy imported them (an
+    update): said as a warning, since a reload of the script does not run them."""
+    changed = handover.stale()
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        logger.warning(
+            "%s, but its modules changed since the proxy started (%s%s): restart the proxy to run them",
+            what,
+            ", ".join(changed[:3]),
+            more,
+        )
+    return bool(changed)
 
 
 def _whole(flow: http.HTTPFlow) -> bool:
@@ -151,18 +168,52 @@ class ToolcallLens:
         # in one record a tenth of a second later (toolcall_lens/loglines.py says why).
         self.lines = LogLines(logger)
         self.url_starts: dict[tuple[str, str], str] = {}  # (scheme, Host header) -> "scheme://host[:port]"
+        self.master = None  # the mitmproxy master that loaded it
 
     def load(self, loader) -> None:
         options.add_options(loader)
+        self._take_over(loader.master)
+        self.master = loader.master
+
+    def _take_over(self, master) -> None:
+        """Loaded in place of an addon mitmproxy just removed, its script reloaded
+        (``toolcall_lens/handover.py``): this one goes on with that one's state, the same objects, so its
+        streams in flight finish here, and its connections, sessions, echo index, export and worker go on.
+        The two share one attribute dict: the callbacks the first left on its flows (live updates, a
+        connection's batches) act on the state this one keeps. What this version adds starts fresh."""
+        before = handover.take(master)
+        if before is None:
+            return
+        state = before.__dict__
+        for name, value in self.__dict__.items():
+            state.setdefault(name, value)
+        self.__dict__ = state
+        logger.info(
+            "toolcall-lens: script reloaded; %d stream(s) and %d connection(s) in flight carry on",
+            len(self.watches),
+            len(self.sockets),
+        )
+        _say_stale("toolcall-lens: addon.py reloaded")
+
+    def _unclaimed(self) -> None:
+        """Removed and not taken over: its script was taken out of ``scripts``, or did not load again
+        (mitmproxy logs why). Shut down as at the proxy's end; the flows in flight pass on unread."""
+        if not _say_stale("toolcall-lens: stopped"):
+            logger.info("toolcall-lens: stopped: its script was unloaded, or did not load again")
+        self._done()
 
     def configure(self, updated) -> None:
         if not any(name.startswith(options.PREFIX) for name in updated):
             return
         try:
             settings = options.parse(ctx.options)
-            if "toolcall_lens_jsonl" in updated:
+            # Opened anew only when changed: a reloaded script is configured with every option again, and
+            # its export goes on (an OTLP export closed sends its sessions' spans).
+            if "toolcall_lens_jsonl" in updated and not self._same(settings, "jsonl"):
                 self._open_export(settings.jsonl)
-            if any(name.startswith(options.PREFIX + "otlp_") for name in updated):
+            if any(name.startswith(options.PREFIX + "otlp_") for name in updated) and not self._same(
+                settings, "otlp_endpoint", "otlp_headers", "otlp_content"
+            ):
                 self._open_otlp(settings)
         except exceptions.OptionsError as exc:
             if self.started or ctx.master.addons.get("errorcheck") is None:
@@ -175,6 +226,11 @@ class ToolcallLens:
         self.observed.max_bytes = settings.index_bytes
         self.sessions.loop_after = settings.loop_after
         self.settings = settings
+
+    def _same(self, settings: options.Settings, *names: str) -> bool:
+        """Whether these settings are those in force already."""
+        before = self.settings
+        return before is not None and all(getattr(before, n) == getattr(settings, n) for n in names)
 
     def running(self) -> None:
         self.started = True
@@ -468,6 +524,12 @@ class ToolcallLens:
             annotated.set_result(None)
 
     def done(self) -> Awaitable[None] | None:
+        master = ctx.master
+        if self.master is master and master.addons.get(NAME) is not self:
+            # Removed while the proxy runs: its script is being reloaded. Kept for the addon loaded next,
+            # which goes on with it (``_take_over``); shut down as below if none does.
+            handover.park(master, self, self._unclaimed)
+            return None
         if self.ending:  # the proxy stops (Ctrl-C) as flows await the worker: they are annotated first
             return self._done_when_answered()
         self._done()
