@@ -4,7 +4,8 @@ its script touched mid-stream, as an edit, a ``git checkout`` or an editor's sav
 it; the stream goes on to the SDK untouched, and is annotated at its end with its body kept in the dump;
 the agent's next turn lands in the same session; the worker is the same process throughout, and gone
 after the proxy stops. Before, the stream in flight ended with no result and "content missing" in the
-dump, the worker was started again, and the session began anew."""
+dump, the worker was started again, and the session began anew. The same for a Responses WebSocket
+connection open across a reload: before, it was never annotated."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 import openai
 from lab import ROOT, proxy_argv, start_fake_provider, start_proxy
 from mitmproxy import io as mio
+from websockets.sync.client import connect
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
@@ -25,6 +27,16 @@ TOOLS = [
 MESSAGES = [{"role": "user", "content": "Find the RBI circulars and my profile."}]
 SESSION = {"x-session-id": "run-1"}
 CALLED = ["search_circulars", "get_user_profile"]
+WS_TOOLS = [{"type": "function", "name": name, "parameters": {"type": "object"}} for name in CALLED]
+
+
+def until_completed(ws) -> dict:
+    """A Responses WebSocket turn's messages, up to its ``response.completed``: that response."""
+    while True:
+        event = json.loads(ws.recv(timeout=20))
+        assert event["type"] != "error", event
+        if event["type"] == "response.completed":
+            return event["response"]
 
 
 def names(chunks) -> list[str]:
@@ -34,6 +46,28 @@ def names(chunks) -> list[str]:
 
 def provider_done(proxy) -> bool:
     return any("toolcall-lens POST" in line for line in proxy.lines)
+
+
+def reload(proxy, script) -> None:
+    """The script touched, as a save does; back once mitmdump has loaded it again."""
+    later = time.time() + 10
+    os.utime(script, (later, later))  # mitmproxy looks at the file's time once a second
+    deadline = time.monotonic() + 10
+    while sum("Loading script" in line for line in proxy.lines) < 2:
+        assert time.monotonic() < deadline, "mitmdump did not reload the script"
+        time.sleep(0.05)
+
+
+def read(dump) -> list:
+    with open(dump, "rb") as f:
+        return list(mio.FlowReader(f).stream())
+
+
+def worker_gone(worker: int) -> None:
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{worker}"):  # stopped with the proxy, not left behind
+        assert time.monotonic() < deadline, f"the worker {worker} outlived the proxy"
+        time.sleep(0.05)
 
 
 def test_a_reload_mid_stream_loses_nothing(tmp_path):
@@ -51,12 +85,7 @@ def test_a_reload_mid_stream_loses_nothing(tmp_path):
                 model="interleaved", messages=MESSAGES, tools=TOOLS, stream=True, extra_headers=slow
             )
             chunks = [next(stream)]
-            later = time.time() + 10
-            os.utime(script, (later, later))  # mitmproxy looks at the file's time once a second
-            deadline = time.monotonic() + 10
-            while sum("Loading script" in line for line in proxy.lines) < 2:
-                assert time.monotonic() < deadline, "mitmdump did not reload the script"
-                time.sleep(0.05)
+            reload(proxy, script)
             assert not provider_done(proxy), "the stream ended before the reload: nothing was in flight"
             chunks += list(stream)
             assert names(chunks) == CALLED
@@ -72,12 +101,8 @@ def test_a_reload_mid_stream_loses_nothing(tmp_path):
     log = "\n".join(proxy.lines)
     assert log.count("Loading script") == 2 and "error" not in log.lower()
     assert log.count("analysis worker started") == 1  # before: a second worker, the first stopped
-    deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{worker}"):  # stopped with the proxy, not left behind
-        assert time.monotonic() < deadline, f"the worker {worker} outlived the proxy"
-        time.sleep(0.05)
-    with open(dump, "rb") as f:
-        flows = list(mio.FlowReader(f).stream())
+    worker_gone(worker)
+    flows = read(dump)
     assert len(flows) == 2
     for flow in flows:
         result = flow.metadata["toolcall_lens"]  # before: none on the first, its body "content missing"
@@ -89,3 +114,41 @@ def test_a_reload_mid_stream_loses_nothing(tmp_path):
     records = [json.loads(line)["result"] for line in jsonl.read_bytes().splitlines()]
     assert [(r["session"]["id"], r["session"]["turn"]) for r in records] == [("run-1", 1), ("run-1", 2)]
     assert re.search(r"script reloaded; 1 stream\(s\) and 0 connection\(s\) in flight carry on", log)
+
+
+def test_a_websocket_connection_open_across_a_reload_is_read_to_its_close(tmp_path):
+    """Codex's Responses WebSocket mode: a turn of interleaved calls, the script reloaded, the client's
+    answer and a turn of text on the same connection, read by the worker throughout."""
+    script = tmp_path / "addon.py"
+    shutil.copy(ROOT / "addon.py", script)
+    dump = tmp_path / "session.flows"
+    provider, provider_port = start_fake_provider(delay=0.0)
+    try:
+        proxy, port = start_proxy(proxy_argv(provider_port, scripts=(script,), dump=dump))
+        try:
+            with connect(f"ws://127.0.0.1:{port}/v1/responses") as ws:
+                ws.send(json.dumps({"type": "response.create", "model": "interleaved", "tools": WS_TOOLS}))
+                completed = until_completed(ws)
+                reload(proxy, script)
+                first = next(item for item in completed["output"] if item["type"] == "function_call")
+                answer = [{"type": "function_call_output", "call_id": first["call_id"], "output": "ok"}]
+                create = {"type": "response.create", "model": "text", "input": answer}
+                ws.send(json.dumps({**create, "previous_response_id": completed["id"]}))
+                until_completed(ws)
+            worker = int(proxy.wait_for(r"analysis worker started \(pid (\d+)\)").group(1))
+        finally:
+            proxy.stop()
+    finally:
+        provider.stop()
+    log = "\n".join(proxy.lines)
+    assert log.count("analysis worker started") == 1
+    worker_gone(worker)
+    (flow,) = read(dump)
+    record = flow.metadata["toolcall_lens"]  # before: none, or the first turn alone
+    calls_turn, answer_turn = record["responses"]
+    assert [c["name"] for c in calls_turn["choices"][0]["tool_calls"]] == CALLED
+    # Its evidence came after the reload: the second call was not answered (a dropped call).
+    assert "unanswered-call" in [w["code"] for w in calls_turn["warnings"]]
+    assert answer_turn["complete"] and answer_turn["choices"][0]["text"]
+    assert record["connection"]["closed"]["by_client"] is True
+    assert "script reloaded; 0 stream(s) and 1 connection(s) in flight carry on" in log
