@@ -35,15 +35,17 @@ from accumulator.echo import ObservedCalls, add_evidence
 from accumulator.exchange import maybe_llm, stored_timing
 from accumulator.relay import Relays
 from accumulator.report import summary_line
+from accumulator.result import add_warnings, unread_result
 from accumulator.rewrite.messages import MessageRewriter
 from accumulator.sessions import SESSION_HEADERS, Asked, Sessions, format_session
+from accumulator.warnings import severity_of
 from toolcall_lens import handover, options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
-from toolcall_lens.watch import RewriteWatch, StreamWatch, describe, open_watch, rewrite_plan
+from toolcall_lens.watch import BodyWatch, RewriteWatch, StreamWatch, describe, open_watch, rewrite_plan
 from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
 from toolcall_lens.worker import AnalysisWorker, price, read_request, request_as_sent
 
@@ -93,6 +95,31 @@ def _say_stale(what: str) -> bool:
             more,
         )
     return bool(changed)
+
+
+def _warning(code: str, message: str, **details) -> dict:
+    return {"code": code, "severity": severity_of(code), "message": message, **details}
+
+
+def _not_kept(format: str, limit: str | None, kept: BodyWatch | None) -> dict:
+    """The result of a message whose body mitmproxy streamed on and no one kept."""
+    if kept is not None:  # kept by no cap
+        why = "toolcall_lens_body_cap is 0: its body was not kept"
+        return unread_result(
+            format,
+            "body-not-kept",
+            f"{why}; nothing to read",
+            streamed=False,
+            option="toolcall_lens_body_cap",
+            limit=0,
+        )
+    message = (
+        f"mitmproxy streamed this response itself (stream_large_bodies={limit}: it grew past that as it came)"
+        " and kept no body; nothing to read. Set store_streamed_bodies=true to keep and read it"
+    )
+    return unread_result(
+        format, "body-not-kept", message, streamed=False, option="stream_large_bodies", limit=limit
+    )
 
 
 def _whole(flow: http.HTTPFlow) -> bool:
@@ -265,7 +292,7 @@ class ToolcallLens:
         return True
 
     async def _request_when_answered(
-        self, flow: http.HTTPFlow, format: str, sent: float | None = None, buffered=None
+        self, flow: http.HTTPFlow, format: str, sent: float | None = None, buffered=None, kept=None
     ) -> None:
         # A client that reads a stream to its last event sends its follow-up as mitmproxy takes the
         # stream's end: the follow-up waits for the results on their way (ECHO_WAIT at most). A buffered
@@ -273,7 +300,7 @@ class ToolcallLens:
         await asyncio.wait(list(self.ending.values()), timeout=ECHO_WAIT)
         self._examine(flow, format, sent)
         if buffered is not None:
-            self._analyse_whole(flow, buffered)
+            self._analyse_whole(flow, buffered, kept)
 
     def _examine(self, flow: http.HTTPFlow, format: str, sent: float | None = None) -> None:
         """The request's echo check and session facts, read now, as the worker reads a stream's
@@ -297,9 +324,17 @@ class ToolcallLens:
         if settings.redact:
             redact_credentials(flow)
         exchange = self._classify(flow)
-        if exchange is None or not exchange.streamed:
-            # Not an LLM stream: no callable, no cost. A JSON response, or an error where a stream was
-            # asked for, is small and buffered by mitmproxy as usual: it is read in `response`.
+        if exchange is None:
+            return  # not an LLM exchange: no callable, no cost
+        if not exchange.streamed:
+            # A JSON response, or an error where a stream was asked for, is buffered by mitmproxy as usual
+            # and read in `response`. Unless mitmproxy streams it all the same (its content-length is over
+            # stream_large_bodies) or another addon does: then nothing would keep its body but this.
+            stream = flow.response.stream
+            if stream:
+                watch = BodyWatch(settings.body_cap, stream if callable(stream) else None)
+                self.watches[flow.id] = watch
+                flow.response.stream = watch
             return
         if _whole(flow):
             # Its body is all here before its headers go out: loaded from a file (`-r`, mitmweb's File >
@@ -371,13 +406,18 @@ class ToolcallLens:
 
     def response(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         watch = self.watches.pop(flow.id, None)
-        if watch is not None:
+        kept = None
+        if isinstance(watch, BodyWatch):  # a message mitmproxy streamed: its body back, read as buffered
+            if watch.cap:
+                flow.response.raw_content = watch.body()
+            kept = watch
+        elif watch is not None:
             if isinstance(watch, StreamWatch) and watch.remote:
                 return self._finish_remote(flow, watch)  # mitmproxy awaits it; other flows go on meanwhile
             self._finish_stream(flow, watch)
             return None
         exchange = self._classify(flow)
-        if exchange is None or (exchange.streamed and flow.response.raw_content is None):
+        if exchange is None or (flow.response.raw_content is None and (exchange.streamed or not flow.live)):
             # Not ours (a gateway's HTML page), or a stream whose body is not here (it passed before the
             # addon was loaded, or a dump kept none: a result recorded live stays as it is): nothing to
             # read, and no result to carry the request's echo warnings.
@@ -387,20 +427,26 @@ class ToolcallLens:
             # Its request was left to be read with its response (``request``): here, as it is analysed.
             sent = flow.request.timestamp_end
             if self.ending:  # after the results on their way from the worker, as a request would
-                return self._request_when_answered(flow, exchange.format, sent, exchange)
+                return self._request_when_answered(flow, exchange.format, sent, exchange, kept)
             self._examine(flow, exchange.format, sent)
-        self._analyse_whole(flow, exchange)
+        self._analyse_whole(flow, exchange, kept)
         return None
 
-    def _analyse_whole(self, flow: http.HTTPFlow, exchange) -> None:
-        """An LLM response read and annotated here, whole: a buffered one (a JSON message, an HTTP error),
-        or a stream whose body came whole (``_whole``), read from its bytes as sent, as the CLI reads a
-        dump's. Its body is never changed."""
+    def _analyse_whole(self, flow: http.HTTPFlow, exchange, kept: BodyWatch | None = None) -> None:
+        """An LLM response read and annotated here, whole: a buffered one (a JSON message, an HTTP error;
+        ``kept``: its body kept as mitmproxy streamed it), or a stream whose body came whole (``_whole``),
+        read from its bytes as sent, as the CLI reads a dump's. Its body is never changed."""
         response = flow.response
         streamed = exchange.streamed
         # What the request hook read of the request, if it still is what went out: not read again.
         turn = self.turn_facts.get(flow.id)
         facts = turn.request if turn is not None and turn.read_from is flow.request.raw_content else None
+        if not streamed and response.raw_content is None:
+            # mitmproxy streamed it on, its body kept by none: past stream_large_bodies as it came (no
+            # content-length said so before its headers' hook), or kept by no cap (toolcall_lens_body_cap 0).
+            limit = ctx.options.stream_large_bodies if "stream_large_bodies" in ctx.options else None
+            self._annotate(flow, _not_kept(exchange.format, limit, kept))
+            return
         try:
             result = analyze_exchange(
                 exchange,
@@ -417,6 +463,9 @@ class ToolcallLens:
         if result is None:  # a stream on a path of no known format that turned out to be no LLM stream
             self._forget(flow)
             return
+        if kept is not None and kept.seen > kept.cap:
+            message = f"the flow keeps the first {kept.cap} of {kept.seen} bytes (toolcall_lens_body_cap)"
+            add_warnings(result, [_warning("body-truncated", message, kept=kept.cap, seen=kept.seen)])
         if streamed:
             settings, _ = _whole_settings(self._settings())
             if flow.live and settings.rewrites(flow):  # asked, and not applied (``_rewrite_whole``): why
@@ -449,6 +498,8 @@ class ToolcallLens:
         if self._settings().redact and flow.response is None:
             redact_credentials(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
+        if isinstance(watch, BodyWatch):  # a message cut short: not read, as a buffered one is not
+            watch = None
         if isinstance(watch, StreamWatch) and watch.remote:
             # No state to forget after it: only a flow on a known path has some, and its result takes it.
             return self._finish_remote(flow, watch)

@@ -252,12 +252,16 @@ def summary_line(result: dict) -> str:
     else:
         chars = sum(len(choice["text"] or "") for choice in result["choices"])
         body = f"no calls, {chars} chars of text"
+    unread = next((w for w in result["warnings"] if w["code"] == "body-not-kept"), None)
+    if unread is not None:  # nothing was read: nothing to say of calls or completeness
+        head = f"{result['format']} (not streamed)"
+        body = f"not read, no body kept ({unread.get('option')}={unread.get('limit')})"
     parts = [f"{head}: {body}"]
     for severity in ("warning", "info"):
         codes = list(dict.fromkeys(w["code"] for w in result["warnings"] if w["severity"] == severity))
         if codes:
             parts.append(f"{severity}: {', '.join(codes)}")
-    if not result["complete"]:
+    if not result["complete"] and unread is None:
         parts.append("incomplete")
     rewrite = result.get("rewrite")
     if rewrite:

@@ -229,6 +229,15 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
     return _result(format, streamed, False, warnings, usage=usage, nbytes=nbytes)
 
 
+def unread_result(format: str, code: str, message: str, *, streamed: bool, **details) -> Result:
+    """The result of an exchange whose body was not there to read (``body-not-kept``): says why, claims
+    nothing else."""
+    warnings = WarningLog()
+    warnings.add(code, message, **details)
+    usage = normalised(None, None, why_none="the body was not read")
+    return _result(format, streamed, False, warnings, usage=usage)
+
+
 def _relative(moment: float | None, origin: float | None) -> float | None:
     return None if moment is None or origin is None else round(moment - origin, 6)
 

@@ -156,6 +156,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "info",
         "the body kept on the flow stops at the size cap; the analysis still saw every byte",
     ),
+    "body-not-kept": (
+        "info",
+        "mitmproxy streamed this message itself and no body was kept (its stream_large_bodies, or "
+        "toolcall_lens_body_cap 0): nothing was read",
+    ),
     "internal-error": (
         "warning",
         "toolcall-lens failed on this stream and stopped analysing it; the traffic was not affected",

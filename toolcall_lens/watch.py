@@ -1,5 +1,6 @@
 """The stream callables the addon sets on an LLM flow: ``StreamWatch`` (feeds the core, keeps the body,
-returns every chunk as it came) and ``RewriteWatch`` (the same, on a stream rewritten for the client).
+returns every chunk as it came), ``RewriteWatch`` (the same, on a stream rewritten for the client) and
+``BodyWatch`` (keeps the body of a message mitmproxy streams though it is no stream).
 Each has one error boundary: whatever fails inside, the bytes keep flowing and the failure is recorded."""
 
 from __future__ import annotations
@@ -233,6 +234,43 @@ class StreamWatch:
 
     def _format_name(self) -> str:
         return self.accumulator.format or self.format or "unknown"
+
+
+class BodyWatch:
+    """The stream callable of an LLM message or error page that mitmproxy streams though it is no stream
+    (``stream_large_bodies``, with a ``content-length`` above it; or another addon's callable): it keeps
+    the body, up to ``cap``, so that the response is read whole at its end as a buffered one is; returns
+    every chunk as it came (after the callable set before it, still honoured). Never raises."""
+
+    __slots__ = ("cap", "inner", "pieces", "room", "seen")
+
+    def __init__(self, cap: int, inner=None) -> None:
+        self.cap = cap
+        self.inner = inner
+        self.pieces: list[bytes] = []
+        self.room = cap
+        self.seen = 0  # bytes of body seen
+
+    def __call__(self, chunk: bytes):
+        if self.inner is not None:
+            chunk = self.inner(chunk)
+            if type(chunk) is not bytes:  # a callable may answer with several chunks: kept as they go
+                chunk = list(chunk)
+        try:
+            data = chunk if type(chunk) is bytes else b"".join(chunk)
+            self.seen += len(data)
+            room = self.room
+            if room and data:
+                piece = data if len(data) <= room else data[:room]
+                self.pieces.append(piece)
+                self.room = room - len(piece)
+        except Exception:  # noqa: BLE001, S110 - the chunk must reach the client whatever happened
+            pass
+        return chunk
+
+    def body(self) -> bytes:
+        """What was kept; short of ``seen`` where the cap cut it."""
+        return b"".join(self.pieces)
 
 
 class RewriteWatch:

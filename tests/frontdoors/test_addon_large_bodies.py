@@ -1,0 +1,185 @@
+"""LLM messages that mitmproxy streams itself, with its ``stream_large_bodies`` option (set to keep a proxy's
+memory down), in the order its HTTP layer runs the hooks: a message whose ``content-length`` is over the
+limit is streamed from its headers' hook on (``flow.response.stream`` already True there), one that grows
+past it as it comes is switched to streaming with no hook between, and neither keeps a body. Before, the
+addon read such a message's absent body as an empty stream: "malformed-event, truncated-stream", marked,
+no calls. Now the first is read from the body the addon keeps as it passes, the second says it was not
+read and why, and every chunk still passes as it came."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from chat_flows import at_headers
+from mitmproxy.addons.proxyserver import Proxyserver
+from schemas import check_result
+from streams import chat_message
+
+MESSAGE = chat_message([("c1", "search", '{"q": "rbi"}'), ("c2", "get_user", '{"id": 7}')], model="gpt-4.1")
+REQUEST = {
+    "model": "gpt-4.1",
+    "stream": False,
+    "tools": [{"type": "function", "function": {"name": name}} for name in ("search", "get_user")],
+}
+CALLS = [("c1", "search", '{"q": "rbi"}'), ("c2", "get_user", '{"id": 7}')]
+
+
+@pytest.fixture
+def lens(lens):
+    """The addon beside mitmproxy's proxy server addon, which declares stream_large_bodies (not started)."""
+    lens.tctx.master.addons.add(Proxyserver())
+    return lens
+
+
+def message_flow(status: int = 200, content_type: str = "application/json"):
+    """A non-streamed Chat Completions exchange at its response headers, its body not come yet."""
+    flow = at_headers()
+    flow.request.method, flow.request.url = "POST", "https://api.openai.com/v1/chat/completions"
+    flow.request.content = json.dumps(REQUEST).encode()
+    flow.response.status_code = status
+    flow.response.headers["content-type"] = content_type
+    return flow
+
+
+def pieces(body: bytes, size: int = 64) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+def streamed_by_mitmproxy(lens, flow, body: bytes) -> list[bytes]:
+    """Its content-length over stream_large_bodies: mitmproxy sets ``stream`` before the headers' hook,
+    then hands each chunk to the callable the hook left there, and keeps no body."""
+    flow.response.headers["content-length"] = str(len(body))
+    flow.response.stream = True
+    lens.responseheaders(flow)
+    assert callable(flow.response.stream)
+    sent = pieces(body)
+    passed = [flow.response.stream(piece) for piece in sent]
+    assert all(a is b for a, b in zip(passed, sent, strict=True))  # every chunk as it came
+    assert flow.response.stream(b"") == b""
+    lens.response(flow)
+    return passed
+
+
+def calls(result) -> list[tuple]:
+    return [(c["id"], c["name"], c["arguments"]) for c in result["choices"][0]["tool_calls"]]
+
+
+def test_a_message_mitmproxy_streams_for_its_length_is_read_from_the_body_it_passes(lens):
+    lens.tctx.configure(lens, toolcall_lens_worker=False)
+    lens.tctx.options.stream_large_bodies = "100"
+    flow = message_flow()
+    streamed_by_mitmproxy(lens, flow, MESSAGE)
+    result = flow.metadata["toolcall_lens"]  # before: no calls, malformed-event and truncated-stream
+    check_result(result)
+    assert result["streamed"] is False and result["complete"] is True
+    assert calls(result) == CALLS and result["warnings"] == []
+    assert flow.comment == "openai-chat gpt-4.1 (not streamed): 2 calls: search, get_user"
+    assert not flow.marked
+    assert flow.response.raw_content == MESSAGE  # kept for mitmweb and the dump, as a buffered one is
+    assert lens.watches == {}
+
+
+def test_a_callable_another_addon_set_on_a_message_is_still_honoured(lens):
+    seen = []
+
+    def other(chunk: bytes):
+        seen.append(chunk)
+        return [chunk[:10], chunk[10:]] if chunk else chunk  # in two pieces: the client gets both
+
+    flow = message_flow()
+    flow.response.stream = other
+    lens.responseheaders(flow)
+    sent = pieces(MESSAGE)
+    passed = [flow.response.stream(piece) for piece in sent]
+    flow.response.stream(b"")
+    lens.response(flow)
+    assert seen == [*sent, b""]
+    assert passed == [[piece[:10], piece[10:]] for piece in sent]
+    assert calls(flow.metadata["toolcall_lens"]) == CALLS  # read from what the client got
+
+
+def test_a_message_that_grew_past_stream_large_bodies_as_it_came_says_it_was_not_read(lens):
+    lens.tctx.options.stream_large_bodies = "100"
+    flow = message_flow()
+    lens.responseheaders(flow)  # chunked, its length unknown: buffered as far as its headers go
+    assert not flow.response.stream
+    flow.response.stream = True  # then past the limit: mitmproxy streams the rest, with no hook between
+    lens.response(flow)  # and keeps no body
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    (warning,) = result["warnings"]  # before: malformed-event and truncated-stream, the flow marked
+    assert warning["code"] == "body-not-kept" and warning["severity"] == "info"
+    assert warning["option"] == "stream_large_bodies" and warning["limit"] == "100"
+    assert "store_streamed_bodies=true" in warning["message"]
+    assert result["choices"] == [] and result["streamed"] is False
+    assert flow.comment == (
+        "openai-chat (not streamed): not read, no body kept (stream_large_bodies=100) | info: body-not-kept"
+    )
+    assert not flow.marked and flow.response.raw_content is None
+
+
+def test_with_store_streamed_bodies_mitmproxy_keeps_the_message_and_it_is_read(lens):
+    lens.tctx.options.stream_large_bodies = "100"
+    lens.tctx.options.store_streamed_bodies = True
+    flow = message_flow()
+    lens.responseheaders(flow)
+    flow.response.stream = True
+    flow.response.raw_content = MESSAGE  # what mitmproxy stores at the end, with that option
+    lens.response(flow)
+    assert calls(flow.metadata["toolcall_lens"]) == CALLS
+
+
+def test_a_message_over_the_body_cap_keeps_its_first_bytes_and_says_so(lens):
+    lens.tctx.configure(lens, toolcall_lens_body_cap=100)
+    flow = message_flow()
+    streamed_by_mitmproxy(lens, flow, MESSAGE)
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    truncated = [w for w in result["warnings"] if w["code"] == "body-truncated"]
+    assert [(w["kept"], w["seen"]) for w in truncated] == [(100, len(MESSAGE))]
+    assert flow.response.raw_content == MESSAGE[:100]
+
+
+def test_with_no_body_cap_a_streamed_message_is_not_kept_and_says_why(lens):
+    lens.tctx.configure(lens, toolcall_lens_body_cap=0)
+    flow = message_flow()
+    streamed_by_mitmproxy(lens, flow, MESSAGE)
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    (warning,) = result["warnings"]
+    assert (warning["code"], warning["option"], warning["limit"]) == (
+        "body-not-kept",
+        "toolcall_lens_body_cap",
+        0,
+    )
+    assert flow.response.raw_content is None
+
+
+def test_an_error_page_mitmproxy_streams_is_read_with_what_it_said(lens):
+    page = b"<html><head><title>502 Bad Gateway</title></head><body>upstream gone</body></html>"
+    flow = message_flow(502, "text/html")
+    flow.request.content = json.dumps({**REQUEST, "stream": True}).encode()
+    streamed_by_mitmproxy(lens, flow, page)
+    result = flow.metadata["toolcall_lens"]
+    (warning,) = result["warnings"]
+    assert warning["code"] == "http-error" and "upstream gone" in warning["body"]  # before: an empty body
+
+
+def test_a_message_cut_by_an_error_is_not_read_and_leaves_nothing_behind(lens):
+    flow = message_flow()
+    flow.response.stream = True
+    lens.responseheaders(flow)
+    flow.response.stream(MESSAGE[:50])
+    lens.error(flow)  # as a buffered message cut short: no result
+    assert "toolcall_lens" not in flow.metadata and lens.watches == {}
+
+
+def test_a_message_loaded_from_a_file_without_its_body_keeps_what_was_recorded(lens):
+    lens.tctx.options.stream_large_bodies = "100"
+    flow = message_flow()
+    flow.live = False  # as mitmdump -r, mitmweb's File > Open load it: a dump recorded without the addon
+    flow.metadata["toolcall_lens"] = recorded = {"recorded": "live"}
+    lens.responseheaders(flow)
+    lens.response(flow)
+    assert flow.metadata["toolcall_lens"] is recorded and flow.response.raw_content is None
