@@ -135,7 +135,15 @@ class Provider:
         else:
             whole = wire((orjson.dumps(final_response(fmt, name)),), encoding)
             extra = {"X-Scenario": name, **whole.headers}
-            await transport.send(200, "application/json", b"".join(whole.pieces), extra=extra)
+            body = b"".join(whole.pieces)
+            if request.headers.get("x-fake-framing", "").strip().lower() != "chunked":
+                await transport.send(200, "application/json", body, extra=extra)
+                return
+            # Asked for: the message in chunks, with no Content-Length (as many providers send JSON).
+            await transport.start(200, {"Content-Type": "application/json", **extra})
+            for start in range(0, len(body), 64):
+                await transport.write(body[start : start + 64])
+            await transport.end()
 
     async def _agent(
         self,

@@ -26,7 +26,7 @@ REQUEST_HEADERS: dict[str, tuple[str, str]] = {
         "|".join(CHUNKINGS),
         "each event also cut inside `data:`, inside characters and between CR and LF, a write a piece",
     ),
-    "X-Fake-Framing": ("|".join(FRAMINGS), "length: a Content-Length body; chunked (the default): chunks"),
+    "X-Fake-Framing": ("|".join(FRAMINGS), "length: a Content-Length body; chunked: chunks (a stream's default; a message's when asked)"),
     "X-Fake-Fault": ("|".join(FAULTS), "make the delivery go wrong (the faults below)"),
     "X-Fake-Size": (
         "BYTES (up to 16 GiB)",
