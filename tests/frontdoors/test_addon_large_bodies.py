@@ -46,9 +46,9 @@ def pieces(body: bytes, size: int = 64) -> list[bytes]:
     return [body[i : i + size] for i in range(0, len(body), size)]
 
 
-def streamed_by_mitmproxy(lens, flow, body: bytes) -> list[bytes]:
+def streamed_by_mitmproxy(lens, flow, body: bytes) -> dict:
     """Its content-length over stream_large_bodies: mitmproxy sets ``stream`` before the headers' hook,
-    then hands each chunk to the callable the hook left there, and keeps no body."""
+    then hands each chunk to the callable the hook left there, and keeps no body. The flow's result."""
     flow.response.headers["content-length"] = str(len(body))
     flow.response.stream = True
     lens.responseheaders(flow)
@@ -58,7 +58,9 @@ def streamed_by_mitmproxy(lens, flow, body: bytes) -> list[bytes]:
     assert all(a is b for a, b in zip(passed, sent, strict=True))  # every chunk as it came
     assert flow.response.stream(b"") == b""
     lens.response(flow)
-    return passed
+    result = flow.metadata["toolcall_lens"]
+    check_result(result)
+    return result
 
 
 def calls(result) -> list[tuple]:
@@ -69,9 +71,7 @@ def test_a_message_mitmproxy_streams_for_its_length_is_read_from_the_body_it_pas
     lens.tctx.configure(lens, toolcall_lens_worker=False)
     lens.tctx.options.stream_large_bodies = "100"
     flow = message_flow()
-    streamed_by_mitmproxy(lens, flow, MESSAGE)
-    result = flow.metadata["toolcall_lens"]  # before: no calls, malformed-event and truncated-stream
-    check_result(result)
+    result = streamed_by_mitmproxy(lens, flow, MESSAGE)  # before: no calls, malformed-event, truncated-stream
     assert result["streamed"] is False and result["complete"] is True
     assert calls(result) == CALLS and result["warnings"] == []
     assert flow.comment == "openai-chat gpt-4.1 (not streamed): 2 calls: search, get_user"
@@ -133,9 +133,7 @@ def test_with_store_streamed_bodies_mitmproxy_keeps_the_message_and_it_is_read(l
 def test_a_message_over_the_body_cap_keeps_its_first_bytes_and_says_so(lens):
     lens.tctx.configure(lens, toolcall_lens_body_cap=100)
     flow = message_flow()
-    streamed_by_mitmproxy(lens, flow, MESSAGE)
-    result = flow.metadata["toolcall_lens"]
-    check_result(result)
+    result = streamed_by_mitmproxy(lens, flow, MESSAGE)
     truncated = [w for w in result["warnings"] if w["code"] == "body-truncated"]
     assert [(w["kept"], w["seen"]) for w in truncated] == [(100, len(MESSAGE))]
     assert flow.response.raw_content == MESSAGE[:100]
@@ -144,9 +142,7 @@ def test_a_message_over_the_body_cap_keeps_its_first_bytes_and_says_so(lens):
 def test_with_no_body_cap_a_streamed_message_is_not_kept_and_says_why(lens):
     lens.tctx.configure(lens, toolcall_lens_body_cap=0)
     flow = message_flow()
-    streamed_by_mitmproxy(lens, flow, MESSAGE)
-    result = flow.metadata["toolcall_lens"]
-    check_result(result)
+    result = streamed_by_mitmproxy(lens, flow, MESSAGE)
     (warning,) = result["warnings"]
     assert (warning["code"], warning["option"], warning["limit"]) == (
         "body-not-kept",
@@ -160,8 +156,7 @@ def test_an_error_page_mitmproxy_streams_is_read_with_what_it_said(lens):
     page = b"<html><head><title>502 Bad Gateway</title></head><body>upstream gone</body></html>"
     flow = message_flow(502, "text/html")
     flow.request.content = json.dumps({**REQUEST, "stream": True}).encode()
-    streamed_by_mitmproxy(lens, flow, page)
-    result = flow.metadata["toolcall_lens"]
+    result = streamed_by_mitmproxy(lens, flow, page)
     (warning,) = result["warnings"]
     assert warning["code"] == "http-error" and "upstream gone" in warning["body"]  # before: an empty body
 

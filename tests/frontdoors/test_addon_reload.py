@@ -97,8 +97,12 @@ def llm_flow():
     return flow
 
 
-def pieces(body: bytes, size: int = 41) -> list[bytes]:
-    return [body[i : i + size] for i in range(0, len(body), size)]
+def a_stream_begins(lens):
+    """A stream's flow past its request and its response headers: (the flow, the chunks to come)."""
+    flow = llm_flow()
+    lens.request(flow)
+    lens.responseheaders(flow)
+    return flow, [PRODUCTION[i : i + 41] for i in range(0, len(PRODUCTION), 41)]
 
 
 def test_a_stream_in_flight_across_a_reload_is_annotated_at_its_end_and_keeps_its_body(
@@ -108,10 +112,7 @@ def test_a_stream_in_flight_across_a_reload_is_annotated_at_its_end_and_keeps_it
 
     async def test(proxy):
         first = proxy.lens()
-        flow = llm_flow()
-        first.request(flow)
-        first.responseheaders(flow)
-        sent = pieces(PRODUCTION)
+        flow, sent = a_stream_begins(first)
         half = len(sent) // 2
         passed = [flow.response.stream(piece) for piece in sent[:half]]
         second = await proxy.reload()
@@ -198,10 +199,7 @@ def test_a_script_that_fails_to_load_again_shuts_the_addon_down_and_the_traffic_
 
     async def test(proxy):
         first = proxy.lens()
-        flow = llm_flow()
-        first.request(flow)
-        first.responseheaders(flow)
-        sent = pieces(PRODUCTION)
+        flow, sent = a_stream_begins(first)
         passed = [flow.response.stream(piece) for piece in sent[:5]]
         assert await proxy.reload("this is not Python (\n") is None
         assert "error in script" in caplog.text

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 
 import openai
 from lab import ROOT, proxy_argv, start_fake_provider, start_proxy
@@ -63,7 +64,24 @@ def read(dump) -> list:
         return list(mio.FlowReader(f).stream())
 
 
-def worker_gone(worker: int) -> None:
+@contextmanager
+def proxy_with_a_script(tmp_path, *options: str):
+    """A mitmdump running a copy of addon.py in front of the fake provider: (its process, its port, the
+    copy). On the way out it is stopped; its one worker must be gone with it."""
+    script = tmp_path / "addon.py"
+    shutil.copy(ROOT / "addon.py", script)
+    provider, provider_port = start_fake_provider(delay=0.0)
+    try:
+        argv = proxy_argv(provider_port, *options, scripts=(script,), dump=tmp_path / "session.flows")
+        proxy, port = start_proxy(argv)
+        try:
+            yield proxy, port, script
+            worker = int(proxy.wait_for(r"analysis worker started \(pid (\d+)\)").group(1))
+        finally:
+            proxy.stop()
+    finally:
+        provider.stop()
+    assert "\n".join(proxy.lines).count("analysis worker started") == 1  # before: a second one
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{worker}"):  # stopped with the proxy, not left behind
         assert time.monotonic() < deadline, f"the worker {worker} outlived the proxy"
@@ -71,38 +89,25 @@ def worker_gone(worker: int) -> None:
 
 
 def test_a_reload_mid_stream_loses_nothing(tmp_path):
-    script = tmp_path / "addon.py"
-    shutil.copy(ROOT / "addon.py", script)
-    dump, jsonl = tmp_path / "session.flows", tmp_path / "llm.jsonl"
-    provider, provider_port = start_fake_provider(delay=0.0)
-    try:
-        argv = proxy_argv(provider_port, f"toolcall_lens_jsonl={jsonl}", scripts=(script,), dump=dump)
-        proxy, port = start_proxy(argv)
-        try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_retries=0)
-            slow = {**SESSION, "x-fake-delay": "0.5"}  # ~4 s of events: the reload comes in the middle
-            stream = client.chat.completions.create(
-                model="interleaved", messages=MESSAGES, tools=TOOLS, stream=True, extra_headers=slow
-            )
-            chunks = [next(stream)]
-            reload(proxy, script)
-            assert not provider_done(proxy), "the stream ended before the reload: nothing was in flight"
-            chunks += list(stream)
-            assert names(chunks) == CALLED
-            second = client.chat.completions.create(
-                model="interleaved", messages=MESSAGES, tools=TOOLS, stream=True, extra_headers=SESSION
-            )
-            assert names(list(second)) == CALLED
-            worker = int(proxy.wait_for(r"analysis worker started \(pid (\d+)\)").group(1))
-        finally:
-            proxy.stop()
-    finally:
-        provider.stop()
+    jsonl = tmp_path / "llm.jsonl"
+    with proxy_with_a_script(tmp_path, f"toolcall_lens_jsonl={jsonl}") as (proxy, port, script):
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test-key", max_retries=0)
+        slow = {**SESSION, "x-fake-delay": "0.5"}  # ~4 s of events: the reload comes in the middle
+        stream = client.chat.completions.create(
+            model="interleaved", messages=MESSAGES, tools=TOOLS, stream=True, extra_headers=slow
+        )
+        chunks = [next(stream)]
+        reload(proxy, script)
+        assert not provider_done(proxy), "the stream ended before the reload: nothing was in flight"
+        chunks += list(stream)
+        assert names(chunks) == CALLED
+        second = client.chat.completions.create(
+            model="interleaved", messages=MESSAGES, tools=TOOLS, stream=True, extra_headers=SESSION
+        )
+        assert names(list(second)) == CALLED
     log = "\n".join(proxy.lines)
     assert log.count("Loading script") == 2 and "error" not in log.lower()
-    assert log.count("analysis worker started") == 1  # before: a second worker, the first stopped
-    worker_gone(worker)
-    flows = read(dump)
+    flows = read(tmp_path / "session.flows")
     assert len(flows) == 2
     for flow in flows:
         result = flow.metadata["toolcall_lens"]  # before: none on the first, its body "content missing"
@@ -119,31 +124,20 @@ def test_a_reload_mid_stream_loses_nothing(tmp_path):
 def test_a_websocket_connection_open_across_a_reload_is_read_to_its_close(tmp_path):
     """Codex's Responses WebSocket mode: a turn of interleaved calls, the script reloaded, the client's
     answer and a turn of text on the same connection, read by the worker throughout."""
-    script = tmp_path / "addon.py"
-    shutil.copy(ROOT / "addon.py", script)
-    dump = tmp_path / "session.flows"
-    provider, provider_port = start_fake_provider(delay=0.0)
-    try:
-        proxy, port = start_proxy(proxy_argv(provider_port, scripts=(script,), dump=dump))
-        try:
-            with connect(f"ws://127.0.0.1:{port}/v1/responses") as ws:
-                ws.send(json.dumps({"type": "response.create", "model": "interleaved", "tools": WS_TOOLS}))
-                completed = until_completed(ws)
-                reload(proxy, script)
-                first = next(item for item in completed["output"] if item["type"] == "function_call")
-                answer = [{"type": "function_call_output", "call_id": first["call_id"], "output": "ok"}]
-                create = {"type": "response.create", "model": "text", "input": answer}
-                ws.send(json.dumps({**create, "previous_response_id": completed["id"]}))
-                until_completed(ws)
-            worker = int(proxy.wait_for(r"analysis worker started \(pid (\d+)\)").group(1))
-        finally:
-            proxy.stop()
-    finally:
-        provider.stop()
+    with (
+        proxy_with_a_script(tmp_path) as (proxy, port, script),
+        connect(f"ws://127.0.0.1:{port}/v1/responses") as ws,
+    ):
+        ws.send(json.dumps({"type": "response.create", "model": "interleaved", "tools": WS_TOOLS}))
+        completed = until_completed(ws)
+        reload(proxy, script)
+        first = next(item for item in completed["output"] if item["type"] == "function_call")
+        answer = [{"type": "function_call_output", "call_id": first["call_id"], "output": "ok"}]
+        create = {"type": "response.create", "model": "text", "input": answer}
+        ws.send(json.dumps({**create, "previous_response_id": completed["id"]}))
+        until_completed(ws)
     log = "\n".join(proxy.lines)
-    assert log.count("analysis worker started") == 1
-    worker_gone(worker)
-    (flow,) = read(dump)
+    (flow,) = read(tmp_path / "session.flows")
     record = flow.metadata["toolcall_lens"]  # before: none, or the first turn alone
     calls_turn, answer_turn = record["responses"]
     assert [c["name"] for c in calls_turn["choices"][0]["tool_calls"]] == CALLED
