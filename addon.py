@@ -45,7 +45,15 @@ from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
 from toolcall_lens.redact import REDACTED, redact_credentials
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
-from toolcall_lens.watch import BodyWatch, RewriteWatch, StreamWatch, describe, open_watch, rewrite_plan
+from toolcall_lens.watch import (
+    BodyWatch,
+    RewriteWatch,
+    StreamWatch,
+    describe,
+    open_watch,
+    replaced,
+    rewrite_plan,
+)
 from toolcall_lens.websocket import RemoteSocketWatch, RewriteSocketWatch, WebSocketWatch
 from toolcall_lens.worker import AnalysisWorker, price, read_request, request_as_sent
 
@@ -101,8 +109,20 @@ def _warning(code: str, message: str, **details) -> dict:
     return {"code": code, "severity": severity_of(code), "message": message, **details}
 
 
-def _not_kept(format: str, limit: str | None, kept: BodyWatch | None) -> dict:
+def _unseen(format: str, streamed: bool) -> dict:
+    """The result of an exchange whose stream callable another addon replaced (``watch.replaced``)."""
+    message = (
+        "another addon replaced toolcall-lens's stream callable on this flow after it was set "
+        "(flow.response.stream): the stream passed unseen. Load addon.py after that addon "
+        "(-s theirs.py -s addon.py), or have it call the callable it finds"
+    )
+    return unread_result(format, "stream-not-seen", message, streamed=streamed)
+
+
+def _not_kept(format: str, limit: str | None, kept: BodyWatch | None, unseen: bool) -> dict:
     """The result of a message whose body mitmproxy streamed on and no one kept."""
+    if unseen:
+        return _unseen(format, streamed=False)
     if kept is not None:  # kept by no cap
         why = "toolcall_lens_body_cap is 0: its body was not kept"
         return unread_result(
@@ -408,7 +428,7 @@ class ToolcallLens:
         watch = self.watches.pop(flow.id, None)
         kept = None
         if isinstance(watch, BodyWatch):  # a message mitmproxy streamed: its body back, read as buffered
-            if watch.cap:
+            if watch.cap and not replaced(flow, watch):
                 flow.response.raw_content = watch.body()
             kept = watch
         elif watch is not None:
@@ -432,7 +452,9 @@ class ToolcallLens:
         self._analyse_whole(flow, exchange, kept)
         return None
 
-    def _analyse_whole(self, flow: http.HTTPFlow, exchange, kept: BodyWatch | None = None) -> None:
+    def _analyse_whole(
+        self, flow: http.HTTPFlow, exchange, kept: BodyWatch | None = None, read: str | None = None
+    ) -> None:
         """An LLM response read and annotated here, whole: a buffered one (a JSON message, an HTTP error;
         ``kept``: its body kept as mitmproxy streamed it), or a stream whose body came whole (``_whole``),
         read from its bytes as sent, as the CLI reads a dump's. Its body is never changed."""
@@ -445,7 +467,8 @@ class ToolcallLens:
             # mitmproxy streamed it on, its body kept by none: past stream_large_bodies as it came (no
             # content-length said so before its headers' hook), or kept by no cap (toolcall_lens_body_cap 0).
             limit = ctx.options.stream_large_bodies if "stream_large_bodies" in ctx.options else None
-            self._annotate(flow, _not_kept(exchange.format, limit, kept))
+            unseen = kept is not None and replaced(flow, kept)
+            self._annotate(flow, _not_kept(exchange.format, limit, kept, unseen))
             return
         try:
             result = analyze_exchange(
@@ -481,7 +504,9 @@ class ToolcallLens:
             # Its timing: what the addon recorded live, if the flow was loaded with its record; else the
             # flow's own timestamps (a replayed answer's are the replay's).
             recorded = flow.metadata.get(METADATA_KEY)
-            source = {"read": "whole: loaded from a file" if not flow.live else "whole: answered by an addon"}
+            if read is None:
+                read = "whole: loaded from a file" if not flow.live else "whole: answered by an addon"
+            source = {"read": read}
             told = stored_timing(
                 result,
                 recorded if type(recorded) is dict else None,
@@ -910,7 +935,9 @@ class ToolcallLens:
             annotated.set_result(None)
 
     def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
-        if watch.body_cap and flow.response is not None:
+        # Another addon's stream callable took this one's place after it was set: it saw nothing.
+        unseen = flow.response is not None and replaced(flow, watch)
+        if watch.body_cap and flow.response is not None and not unseen:
             flow.response.raw_content = body
         remote = isinstance(watch, StreamWatch) and watch.remote
         read = watch.request_read if remote else None
@@ -921,6 +948,15 @@ class ToolcallLens:
             self.turn_facts[flow.id] = Asked(tool_results, previous_response_id, model)
             if echoes:
                 self._link_earlier_flows(flow, echoes)
+        if unseen and result is not None:
+            exchange = self._classify(flow)
+            if (
+                exchange is not None and flow.response.raw_content is not None
+            ):  # store_streamed_bodies kept it
+                read = "whole: its stream callable replaced by another addon"
+                self._analyse_whole(flow, exchange, read=read)
+                return
+            result = _unseen(result["format"], streamed=True)
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read
             _add_skip(result, result.get("format"), self.whole_skips.pop(flow.id, None))
             self._annotate(flow, result, watch.url, remote)

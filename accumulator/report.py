@@ -252,10 +252,13 @@ def summary_line(result: dict) -> str:
     else:
         chars = sum(len(choice["text"] or "") for choice in result["choices"])
         body = f"no calls, {chars} chars of text"
-    unread = next((w for w in result["warnings"] if w["code"] == "body-not-kept"), None)
+    unread = next((w for w in result["warnings"] if w["code"] in ("body-not-kept", "stream-not-seen")), None)
     if unread is not None:  # nothing was read: nothing to say of calls or completeness
-        head = f"{result['format']} (not streamed)"
-        body = f"not read, no body kept ({unread.get('option')}={unread.get('limit')})"
+        head = result["format"] + ("" if result.get("streamed", True) else " (not streamed)")
+        if unread["code"] == "stream-not-seen":
+            body = "not seen, its stream callable replaced by another addon"
+        else:
+            body = f"not read, no body kept ({unread.get('option')}={unread.get('limit')})"
     parts = [f"{head}: {body}"]
     for severity in ("warning", "info"):
         codes = list(dict.fromkeys(w["code"] for w in result["warnings"] if w["severity"] == severity))

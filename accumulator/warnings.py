@@ -158,8 +158,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "body-not-kept": (
         "info",
-        "mitmproxy streamed this message itself and no body was kept (its stream_large_bodies, or "
-        "toolcall_lens_body_cap 0): nothing was read",
+        "mitmproxy streamed this message itself and no body was kept (its stream_large_bodies, or toolcall_lens_body_cap 0): nothing was read",
+    ),
+    "stream-not-seen": (
+        "warning",
+        "another addon replaced toolcall-lens's stream callable on this flow after it was set: the stream passed unseen; load addon.py after that addon, or have it call the callable it finds",
     ),
     "internal-error": (
         "warning",

@@ -103,6 +103,10 @@ class StreamWatch:
         """Bytes of body kept so far."""
         return self.body_cap - self.room
 
+    def unseen(self) -> bool:
+        """Whether no byte ever came to it."""
+        return self.seen == 0 and not self.held
+
     def __call__(self, chunk: bytes) -> bytes:
         if self.inner is not None:
             chunk = self.inner(chunk)
@@ -272,6 +276,10 @@ class BodyWatch:
         """What was kept; short of ``seen`` where the cap cut it."""
         return b"".join(self.pieces)
 
+    def unseen(self) -> bool:
+        """Whether no byte ever came to it."""
+        return self.seen == 0
+
 
 class RewriteWatch:
     """The stream callable of a flow whose stream is rewritten (``toolcall_lens_inject`` / ``_repair``).
@@ -300,6 +308,10 @@ class RewriteWatch:
     @property
     def body_cap(self) -> int:
         return self.client.body_cap
+
+    def unseen(self) -> bool:
+        """Whether no byte ever came to it (to the client's watch: the rewriter holds none at the end)."""
+        return self.client.unseen()
 
     def __call__(self, chunk: bytes) -> list[bytes]:
         if self.inner is not None:
@@ -479,3 +491,10 @@ def open_watch(
         ):
             headers["transfer-encoding"] = "chunked"
     return RewriteWatch(upstream, rewriter, watch), None
+
+
+def replaced(flow, watch) -> bool:
+    """Whether another addon put a stream callable of its own (or True) in the place of ``watch`` after it
+    was set, so that no byte came to it (one that calls the callable it found is not replacing it)."""
+    stream = flow.response.stream
+    return bool(stream) and stream is not watch and watch.unseen()
