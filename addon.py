@@ -120,8 +120,10 @@ def _unseen(format: str, streamed: bool) -> dict:
 
 
 def _not_kept(format: str, limit: str | None, kept: BodyWatch | None, unseen: bool) -> dict:
-    """The result of a message whose body mitmproxy streamed on and no one kept."""
-    if unseen:
+    """The result of a message whose body mitmproxy streamed on and no one kept: past ``limit`` (its
+    stream_large_bodies) as it came, or with no body cap; else another addon streamed it (``unseen``: its
+    callable took the place of the addon's; none: it set one after the addon's hook had found none)."""
+    if unseen or (kept is None and not limit):
         return _unseen(format, streamed=False)
     if kept is not None:  # kept by no cap
         why = "toolcall_lens_body_cap is 0: its body was not kept"
@@ -950,11 +952,10 @@ class ToolcallLens:
                 self._link_earlier_flows(flow, echoes)
         if unseen and result is not None:
             exchange = self._classify(flow)
-            if (
-                exchange is not None and flow.response.raw_content is not None
-            ):  # store_streamed_bodies kept it
-                read = "whole: its stream callable replaced by another addon"
-                self._analyse_whole(flow, exchange, read=read)
+            if exchange is not None and flow.response.raw_content is not None:  # store_streamed_bodies
+                self._analyse_whole(
+                    flow, exchange, read="whole: its stream callable replaced by another addon"
+                )
                 return
             result = _unseen(result["format"], streamed=True)
         if result is not None:  # None: a stream of unknown format that was no LLM stream we read

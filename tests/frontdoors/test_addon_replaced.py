@@ -125,3 +125,14 @@ def test_a_message_whose_watch_another_addon_replaced_says_it_passed_unseen(lens
     check_result(result)
     assert [w["code"] for w in result["warnings"]] == ["stream-not-seen"] and result["streamed"] is False
     assert flow.comment.startswith("openai-chat (not streamed): not seen, its stream callable replaced")
+
+
+def test_a_message_another_addon_streams_after_the_addons_hook_says_it_passed_unseen(lens):
+    flow = stream_flow()
+    flow.request.content = json.dumps({**REQUEST, "stream": False}).encode()
+    flow.response.headers["content-type"] = "application/json"
+    lens.responseheaders(flow)  # buffered as far as the addon can tell: no watch
+    flow.response.stream = True  # then a later addon streams it, without stream_large_bodies
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    assert [w["code"] for w in result["warnings"]] == ["stream-not-seen"]
