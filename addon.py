@@ -286,7 +286,23 @@ class ToolcallLens:
 
     # -- hooks ---------------------------------------------------------------------------------------------
 
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        # mitmproxy streams a request whose content-length is over its stream_large_bodies (an agent's
+        # request is a MiB) and keeps none of it: an LLM request's body is kept here as it passes, for the
+        # checks that read it (the echoes, the declared tools, the session), as mitmproxy would have kept it.
+        stream = flow.request.stream
+        if stream and formats.path_format(flow.request.path) is not None and self._host_watched(flow):
+            flow.request.stream = BodyWatch(self._settings().body_cap, stream if callable(stream) else None)
+
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        kept = flow.request.stream
+        if (
+            type(kept) is BodyWatch  # streamed by mitmproxy, kept whole here: its body back on the flow
+            and flow.request.raw_content is None
+            and kept.seen <= kept.cap
+            and not replaced(flow.request, kept)
+        ):
+            flow.request.raw_content = kept.body()
         # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
         if self._read_in_worker():
             # Read where its response is analysed: a stream's in the worker (``worker.read_request``), a
@@ -430,7 +446,7 @@ class ToolcallLens:
         watch = self.watches.pop(flow.id, None)
         kept = None
         if isinstance(watch, BodyWatch):  # a message mitmproxy streamed: its body back, read as buffered
-            if watch.cap and not replaced(flow, watch):
+            if watch.cap and not replaced(flow.response, watch):
                 flow.response.raw_content = watch.body()
             kept = watch
         elif watch is not None:
@@ -469,7 +485,7 @@ class ToolcallLens:
             # mitmproxy streamed it on, its body kept by none: past stream_large_bodies as it came (no
             # content-length said so before its headers' hook), or kept by no cap (toolcall_lens_body_cap 0).
             limit = ctx.options.stream_large_bodies if "stream_large_bodies" in ctx.options else None
-            unseen = kept is not None and replaced(flow, kept)
+            unseen = kept is not None and replaced(flow.response, kept)
             self._annotate(flow, _not_kept(exchange.format, limit, kept, unseen))
             return
         try:
@@ -938,7 +954,7 @@ class ToolcallLens:
 
     def _finished(self, flow: http.HTTPFlow, watch, result: dict | None, body: bytes) -> None:
         # Another addon's stream callable took this one's place after it was set: it saw nothing.
-        unseen = flow.response is not None and replaced(flow, watch)
+        unseen = flow.response is not None and replaced(flow.response, watch)
         if watch.body_cap and flow.response is not None and not unseen:
             flow.response.raw_content = body
         remote = isinstance(watch, StreamWatch) and watch.remote

@@ -493,8 +493,9 @@ def open_watch(
     return RewriteWatch(upstream, rewriter, watch), None
 
 
-def replaced(flow, watch) -> bool:
-    """Whether another addon put a stream callable of its own (or True) in the place of ``watch`` after it
-    was set, so that no byte came to it (one that calls the callable it found is not replacing it)."""
-    stream = flow.response.stream
+def replaced(message, watch) -> bool:
+    """Whether another addon put a stream callable of its own (or True) in the place of ``watch`` on this
+    request or response after it was set, so that no byte came to it (one that calls the callable it
+    found is not replacing it)."""
+    stream = message.stream
     return bool(stream) and stream is not watch and watch.unseen()

@@ -165,7 +165,10 @@ def read_request(
     evidence, its responses matched by position as of ``sent``; why the reading failed, or None). A
     failure costs the flow its facts and evidence (which says why), nothing more. ``encoding``: the
     body's Content-Encoding (``request_as_sent``), decoded first."""
-    if encoding is not None and body is not None:
+    if body is None:  # mitmproxy streamed it and no one kept it (too long for toolcall_lens_body_cap)
+        why = "the request's body was not kept (mitmproxy streamed it on: its stream_large_bodies)"
+        return None, [], no_evidence(why), None
+    if encoding is not None:
         try:
             body = request_body(body, encoding, limits.max_decoded_bytes)
         except ValueError as exc:  # said as it is: the body, not the check, is at fault

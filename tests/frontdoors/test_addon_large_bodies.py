@@ -14,7 +14,7 @@ import pytest
 from chat_flows import at_headers
 from mitmproxy.addons.proxyserver import Proxyserver
 from schemas import check_result
-from streams import chat_message
+from streams import DATA, chat_message
 
 MESSAGE = chat_message([("c1", "search", '{"q": "rbi"}'), ("c2", "get_user", '{"id": 7}')], model="gpt-4.1")
 REQUEST = {
@@ -178,3 +178,73 @@ def test_a_message_loaded_from_a_file_without_its_body_keeps_what_was_recorded(l
     lens.responseheaders(flow)
     lens.response(flow)
     assert flow.metadata["toolcall_lens"] is recorded and flow.response.raw_content is None
+
+
+PRODUCTION = (DATA / "production_interleaved.sse").read_bytes()
+# An agent's request over the limit, declaring one of the two tools its stream calls.
+AGENT = json.dumps(
+    {
+        "model": "gpt-test",
+        "stream": True,
+        "messages": [{"role": "system", "content": "x" * 5000}, {"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "function": {"name": "search_circulars"}}],
+    }
+).encode()
+
+
+def streamed_request(lens, body: bytes = AGENT, path: str = "/v1/chat/completions"):
+    """A request whose content-length is over stream_large_bodies, as mitmproxy streams it: ``stream`` set
+    before the headers' hook, each chunk to the callable left there, no body kept, then the request hook."""
+    flow = at_headers()
+    flow.request.method, flow.request.url = "POST", f"https://api.openai.com{path}"
+    flow.request.content = body
+    flow.request.raw_content = None  # mitmproxy keeps none
+    flow.request.stream = True
+    lens.requestheaders(flow)
+    stream = flow.request.stream
+    if callable(stream):
+        sent = pieces(body, 1000)
+        assert all(stream(piece) is piece for piece in sent) and stream(b"") == b""
+    lens.request(flow)
+    return flow
+
+
+def test_an_agents_request_mitmproxy_streams_for_its_length_is_kept_and_read(lens):
+    lens.tctx.options.stream_large_bodies = "1k"
+    flow = streamed_request(lens)
+    assert flow.request.raw_content == AGENT  # kept for the checks and the dump, as mitmproxy would have
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    lens.responseheaders(flow)
+    for piece in pieces(PRODUCTION):
+        flow.response.stream(piece)
+    flow.response.stream(b"")
+    lens.response(flow)
+    result = flow.metadata["toolcall_lens"]
+    # The declared tools were read: before, the request was not, and the undeclared call went unsaid.
+    undeclared = [w for w in result["warnings"] if w["code"] == "undeclared-tool"]
+    assert [w["name"] for w in undeclared] == ["get_user_profile"]
+
+
+def test_a_request_too_long_for_the_body_cap_is_not_kept_and_its_evidence_says_so(lens):
+    lens.tctx.options.stream_large_bodies = "1k"
+    lens.tctx.configure(lens, toolcall_lens_body_cap=1000)
+    flow = streamed_request(lens)
+    assert flow.request.raw_content is None
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    lens.responseheaders(flow)
+    flow.response.stream(PRODUCTION)
+    flow.response.stream(b"")
+    lens.response(flow)
+    evidence = flow.metadata["toolcall_lens"]["evidence"]
+    # Before: "the request echoes no tool call and answers none", as if it had been read.
+    assert (
+        evidence["reason"]
+        == "the request's body was not kept (mitmproxy streamed it on: its stream_large_bodies)"
+    )
+
+
+def test_a_request_on_no_llm_path_is_left_to_mitmproxy(lens):
+    flow = streamed_request(lens, b"x" * 5000, "/upload")
+    assert flow.request.stream is True and flow.request.raw_content is None
