@@ -1,6 +1,6 @@
 """mitmproxy's ``stream_large_bodies`` under a real mitmdump with the addon, the official openai SDK and
-scripts/fake_provider: messages (``stream=False``) over the limit are streamed by mitmproxy itself and
-kept by none. One with a Content-Length over it is read from the body the addon keeps as it passes; one
+scripts/fake_provider: messages (``stream=False``) over the limit, and requests, are streamed by mitmproxy
+itself and kept by none. An agent's request is kept by the addon as it passes, and read. One with a Content-Length over it is read from the body the addon keeps as it passes; one
 sent in chunks, which grows past it as it comes, is said not read (``body-not-kept``, info, and how to
 keep it); with ``store_streamed_bodies=true`` that one is read too. The SDK gets its calls every time.
 Before, each such message had "malformed-event, truncated-stream", no calls and a marker."""
@@ -51,7 +51,7 @@ def through(provider, tmp_path, *options) -> dict:
         stream = client.chat.completions.create(
             model="interleaved",
             messages=MESSAGES,
-            tools=TOOLS,
+            tools=TOOLS[:1],  # one of the two tools it calls: the other is undeclared, if the request is read
             stream=True,
             extra_headers={"x-test-case": "sse"},
         )
@@ -59,7 +59,8 @@ def through(provider, tmp_path, *options) -> dict:
         got["sse"] = [t.function.name for t in deltas if t.function and t.function.name]
     finally:
         proxy.stop()
-    # mitmproxy streamed the two messages itself, as the stream (one line each)
+    # mitmproxy streamed the two messages itself, as the stream (one line each); and every request, each
+    # over the limit (not logged)
     assert "\n".join(proxy.lines).count("Streaming response") == 3
     with open(dump, "rb") as f:
         flows = {flow.request.headers["x-test-case"]: flow for flow in mio.FlowReader(f).stream()}
@@ -84,7 +85,11 @@ def test_messages_mitmproxy_streams_are_read_or_said_unread(provider, tmp_path):
         "openai-chat (not streamed): not read, no body kept (stream_large_bodies=100)"
     )
     _, sse = found["sse"]
-    assert [c["name"] for c in sse.metadata["toolcall_lens"]["choices"][0]["tool_calls"]] == CALLED
+    result = sse.metadata["toolcall_lens"]
+    assert [c["name"] for c in result["choices"][0]["tool_calls"]] == CALLED
+    # Its request, streamed by mitmproxy too, was kept and read (in the worker): before, it was not.
+    assert [w["name"] for w in result["warnings"] if w["code"] == "undeclared-tool"] == ["get_user_profile"]
+    assert json.loads(sse.request.content)["tools"] == TOOLS[:1]  # kept in the dump
 
 
 def test_with_store_streamed_bodies_a_message_that_grew_past_the_limit_is_read(provider, tmp_path):
