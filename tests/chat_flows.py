@@ -60,6 +60,17 @@ def at_headers():
     return flow
 
 
+def stream_flow(request: dict, url: str = "https://api.openai.com/v1/chat/completions"):
+    """An LLM stream's flow at its response headers (``at_headers``): ``request`` POSTed as JSON, its
+    response an event stream of no stated length."""
+    flow = at_headers()
+    flow.request.method, flow.request.url = "POST", url
+    flow.request.content = json.dumps(request).encode()
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+    return flow
+
+
 def through_addon(
     lens,
     body: bytes,

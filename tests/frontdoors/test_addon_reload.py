@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import orjson
-from chat_flows import at_headers, chat_stream, follow_up, through_addon
+from chat_flows import chat_stream, follow_up, stream_flow, through_addon
 from mitmproxy import hooks
 from mitmproxy.addons import script
 from mitmproxy.test import taddons
@@ -88,18 +88,9 @@ def run(tmp_path, monkeypatch, test, **settings) -> None:
     asyncio.run(main())
 
 
-def llm_flow():
-    flow = at_headers()
-    flow.request.method, flow.request.url = "POST", "https://api.openai.com/v1/chat/completions"
-    flow.request.content = json.dumps(REQUEST).encode()
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    return flow
-
-
 def a_stream_begins(lens):
     """A stream's flow past its request and its response headers: (the flow, the chunks to come)."""
-    flow = llm_flow()
+    flow = stream_flow(REQUEST)
     lens.request(flow)
     lens.responseheaders(flow)
     return flow, [PRODUCTION[i : i + 41] for i in range(0, len(PRODUCTION), 41)]

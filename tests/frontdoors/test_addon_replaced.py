@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from chat_flows import at_headers
+from chat_flows import stream_flow
 from mitmproxy.addons.proxyserver import Proxyserver
 from schemas import check_result
 from streams import DATA, chat_message
@@ -26,15 +26,6 @@ def lens(lens):
     """The addon beside mitmproxy's proxy server addon (its stream options declared; not started)."""
     lens.tctx.master.addons.add(Proxyserver())
     return lens
-
-
-def stream_flow():
-    flow = at_headers()
-    flow.request.method, flow.request.url = "POST", "https://api.openai.com/v1/chat/completions"
-    flow.request.content = json.dumps(REQUEST).encode()
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
-    return flow
 
 
 def pieces(body: bytes) -> list[bytes]:
@@ -61,7 +52,7 @@ def names(result) -> list[str]:
 
 @pytest.mark.parametrize("theirs", ["True", "its own callable"])
 def test_a_stream_whose_watch_another_addon_replaced_says_it_passed_unseen(lens, theirs):
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     result = through(lens, flow, lambda ours: True if theirs == "True" else (lambda chunk: chunk))
     check_result(result)
     (warning,) = result["warnings"]  # before: truncated-stream, as if the provider had cut it
@@ -86,7 +77,7 @@ def test_an_addon_that_calls_the_callable_it_finds_replaces_nothing(lens):
 
         return theirs
 
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     result = through(lens, flow, chaining)
     assert names(result) == CALLED and [w["code"] for w in result["warnings"]] == ["recency-misroute"]
     assert flow.response.raw_content == PRODUCTION and len(seen) == len(pieces(PRODUCTION)) + 1
@@ -94,7 +85,7 @@ def test_an_addon_that_calls_the_callable_it_finds_replaces_nothing(lens):
 
 def test_with_store_streamed_bodies_a_replaced_watchs_stream_is_read_from_the_body_mitmproxy_kept(lens):
     lens.tctx.options.store_streamed_bodies = True
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     lens.responseheaders(flow)
     flow.response.stream = True
     flow.response.raw_content = PRODUCTION  # what mitmproxy stores at the end, with that option
@@ -108,7 +99,7 @@ def test_with_store_streamed_bodies_a_replaced_watchs_stream_is_read_from_the_bo
 
 def test_a_rewrite_whose_watch_another_addon_replaced_says_it_passed_unseen(lens):
     lens.tctx.configure(lens, toolcall_lens_inject=["interleave"])
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     result = through(lens, flow, lambda ours: True)
     assert [w["code"] for w in result["warnings"]] == ["stream-not-seen"]  # nothing was rewritten either
 
@@ -116,7 +107,7 @@ def test_a_rewrite_whose_watch_another_addon_replaced_says_it_passed_unseen(lens
 def test_a_message_whose_watch_another_addon_replaced_says_it_passed_unseen(lens):
     lens.tctx.options.stream_large_bodies = "100"
     message = chat_message([("c1", "search", "{}")], model="gpt-4.1")
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     flow.request.content = json.dumps({**REQUEST, "stream": False}).encode()
     flow.response.headers["content-type"] = "application/json"
     flow.response.headers["content-length"] = str(len(message))
@@ -128,7 +119,7 @@ def test_a_message_whose_watch_another_addon_replaced_says_it_passed_unseen(lens
 
 
 def test_a_message_another_addon_streams_after_the_addons_hook_says_it_passed_unseen(lens):
-    flow = stream_flow()
+    flow = stream_flow(REQUEST)
     flow.request.content = json.dumps({**REQUEST, "stream": False}).encode()
     flow.response.headers["content-type"] = "application/json"
     lens.responseheaders(flow)  # buffered as far as the addon can tell: no watch
