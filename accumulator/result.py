@@ -230,8 +230,8 @@ def failure_result(format: str, message: str, *, streamed: bool = True, nbytes: 
 
 
 def unread_result(format: str, code: str, message: str, *, streamed: bool, **details) -> Result:
-    """The result of an exchange whose body was not there to read (``body-not-kept``): says why, claims
-    nothing else."""
+    """The result of an exchange the addon could not read (``body-not-kept``: no body was kept;
+    ``stream-not-seen``: its stream went past another addon's callable): says why, claims nothing else."""
     warnings = WarningLog()
     warnings.add(code, message, **details)
     usage = normalised(None, None, why_none="the body was not read")

@@ -310,7 +310,8 @@ class RewriteWatch:
         return self.client.body_cap
 
     def unseen(self) -> bool:
-        """Whether no byte ever came to it (to the client's watch: the rewriter holds none at the end)."""
+        """Whether no byte ever came to it: none reached its client's watch (a rewriter passes every byte
+        on by the stream's end)."""
         return self.client.unseen()
 
     def __call__(self, chunk: bytes) -> list[bytes]:
