@@ -50,6 +50,7 @@ from toolcall_lens.watch import (
     RewriteWatch,
     StreamWatch,
     describe,
+    kept_in_part,
     open_watch,
     replaced,
     rewrite_plan,
@@ -505,7 +506,7 @@ class ToolcallLens:
             self._forget(flow)
             return
         if kept is not None and kept.seen > kept.cap:
-            message = f"the flow keeps the first {kept.cap} of {kept.seen} bytes (toolcall_lens_body_cap)"
+            message = kept_in_part(kept.cap, kept.seen)
             add_warnings(result, [_warning("body-truncated", message, kept=kept.cap, seen=kept.seen)])
         if streamed:
             settings, _ = _whole_settings(self._settings())

@@ -28,6 +28,11 @@ HELD_CHUNKS = 32
 SHIPPED_CHUNKS = 128
 
 
+def kept_in_part(kept: int, seen: int) -> str:
+    """The message of a ``body-truncated`` note: a body the flow keeps in part."""
+    return f"the flow keeps the first {kept} of {seen} bytes (toolcall_lens_body_cap)"
+
+
 class StreamWatch:
     """The stream callable of one flow: feeds the accumulator, keeps the body, returns every chunk as is.
 
@@ -231,7 +236,7 @@ class StreamWatch:
         if self.seen > self.kept and self.body_cap:
             self.accumulator.note(
                 "body-truncated",
-                f"the flow keeps the first {self.kept} of {self.seen} bytes (toolcall_lens_body_cap)",
+                kept_in_part(self.kept, self.seen),
                 kept=self.kept,
                 seen=self.seen,
             )

@@ -165,8 +165,13 @@ def read_request(
     evidence, its responses matched by position as of ``sent``; why the reading failed, or None). A
     failure costs the flow its facts and evidence (which says why), nothing more. ``encoding``: the
     body's Content-Encoding (``request_as_sent``), decoded first."""
-    if body is None:  # mitmproxy streamed it and no one kept it (too long for toolcall_lens_body_cap)
-        why = "the request's body was not kept (mitmproxy streamed it on: its stream_large_bodies)"
+    if (
+        body is None
+    ):  # streamed by mitmproxy and not kept (too long for toolcall_lens_body_cap), or not stored
+        why = (
+            "the request's body is not there (mitmproxy streamed it on, its stream_large_bodies; "
+            "or it was stored without it)"
+        )
         return None, [], no_evidence(why), None
     if encoding is not None:
         try:
