@@ -24,6 +24,7 @@ import fnmatch
 import functools
 import logging
 import time  # tests patch the clock the watches read through this module
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
 from mitmproxy import command, contentviews, ctx, exceptions, hooks, http
@@ -43,7 +44,7 @@ from toolcall_lens import handover, options
 from toolcall_lens.export import JsonlFile, annotated, record, report_line, write_all
 from toolcall_lens.loglines import LogLines, pretty_url
 from toolcall_lens.otel import FlowFacts, SpanExport
-from toolcall_lens.redact import REDACTED, redact_credentials
+from toolcall_lens.redact import REDACTED, Masked, redact_credentials, restore_credentials, still_redacted
 from toolcall_lens.view import METADATA_KEY, ToolcallLensView, message_time
 from toolcall_lens.watch import (
     BodyWatch,
@@ -219,6 +220,9 @@ class ToolcallLens:
         self.lines = LogLines(logger)
         self.url_starts: dict[tuple[str, str], str] = {}  # (scheme, Host header) -> "scheme://host[:port]"
         self.master = None  # the mitmproxy master that loaded it
+        # flow -> the API keys its stored request no longer holds (toolcall_lens/redact.py), put back when
+        # it is replayed; in memory only, for as long as mitmproxy keeps the flow (mitmweb's list).
+        self.masked: weakref.WeakKeyDictionary[http.HTTPFlow, Masked] = weakref.WeakKeyDictionary()
 
     def load(self, loader) -> None:
         options.add_options(loader)
@@ -288,6 +292,8 @@ class ToolcallLens:
     # -- hooks ---------------------------------------------------------------------------------------------
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if flow.is_replay == "request":  # mitmweb's Replay, replay.client, mitmdump -C: it goes out again
+            self._replaying(flow)
         # mitmproxy streams a request whose content-length is over its stream_large_bodies (an agent's
         # request is a MiB) and keeps none of it: an LLM request's body is kept here as it passes, for the
         # checks that read it (the echoes, the declared tools, the session), as mitmproxy would have kept it.
@@ -296,6 +302,8 @@ class ToolcallLens:
             flow.request.stream = BodyWatch(self._settings().body_cap, stream if callable(stream) else None)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
+        if flow.is_replay == "request":  # after mitmproxy's modify_headers, which may give the key
+            self._say_if_keyless(flow)
         kept = flow.request.stream
         if (
             type(kept) is BodyWatch  # streamed by mitmproxy, kept whole here: its body back on the flow
@@ -316,6 +324,47 @@ class ToolcallLens:
             return self._request_when_answered(flow, found[0])
         self._examine(flow, found[0])
         return None
+
+    def _redact(self, flow: http.HTTPFlow) -> None:
+        masked = redact_credentials(flow)
+        if masked is not None:
+            self.masked[flow] = masked
+
+    def _replaying(self, flow: http.HTTPFlow) -> None:
+        """A flow replayed: its request goes out again with the keys this addon masked put back (masked
+        again once it has gone), and the earlier response's annotation goes with that response."""
+        masked = self.masked.get(flow)
+        if masked is not None:
+            restore_credentials(flow, masked)
+        earlier = flow.metadata.pop(METADATA_KEY, None)
+        flow.metadata.pop("toolcall_lens_live", None)
+        flow.metadata.pop("toolcall_lens_echoes", None)  # back-references to the earlier response's calls
+        if type(earlier) is not dict:
+            return
+        try:
+            line = summary_line(earlier)
+        except Exception:  # noqa: BLE001 - a record loaded from an older file: the comment stays
+            return
+        if flow.comment == line or flow.comment.startswith(line + " | "):  # the addon's, not the user's
+            flow.comment = ""
+        marker = self._settings().marker
+        warnings = earlier.get("warnings")
+        loud = type(warnings) is list and any(
+            type(w) is dict and w.get("severity") == "warning" for w in warnings
+        )
+        if loud and marker and flow.marked == marker:  # the addon's marker, not the user's
+            flow.marked = ""
+
+    def _say_if_keyless(self, flow: http.HTTPFlow) -> None:
+        left = still_redacted(flow.request)
+        if left:  # a flow loaded from a capture, or copied: its keys are in no file
+            logger.warning(
+                "toolcall-lens: replaying %s with its %s redacted: the provider will refuse it. Its capture "
+                "holds no key (toolcall_lens_redact); give one with mitmproxy's modify_headers, e.g. "
+                "--set modify_headers='/~q/Authorization/Bearer KEY'",
+                self._url(flow).partition("?")[0],
+                ", ".join(left),
+            )
 
     def _read_in_worker(self) -> bool:
         """Whether requests are read where their responses are analysed, not as they pass: with the worker
@@ -361,7 +410,7 @@ class ToolcallLens:
         # The request has gone out: from now on the stored flow needs no key (and -w must never see one).
         settings = self._settings()
         if settings.redact:
-            redact_credentials(flow)
+            self._redact(flow)
         exchange = self._classify(flow)
         if exchange is None:
             return  # not an LLM exchange: no callable, no cost
@@ -540,7 +589,7 @@ class ToolcallLens:
         # An upstream or client abort fires only this hook; the stream's own end marker says whether
         # the stream was complete (the sync openai SDK disconnects right after [DONE]).
         if self._settings().redact and flow.response is None:
-            redact_credentials(flow)  # no response headers came: this is the first safe moment
+            self._redact(flow)  # no response headers came: this is the first safe moment
         watch = self.watches.pop(flow.id, None)
         if isinstance(watch, BodyWatch):  # a message cut short: not read, as a buffered one is not
             watch = None
@@ -1014,6 +1063,7 @@ class ToolcallLens:
                 tool_results=facts.tool_results,
                 connection=connection,
                 time=request.timestamp_start,
+                replay=flow.is_replay == "request",
             )
         except Exception as exc:  # noqa: BLE001
             logger.warning("toolcall-lens: placing a flow in its session failed: %s", describe(exc))
@@ -1050,7 +1100,8 @@ class ToolcallLens:
         if loud and marker:
             flow.marked = marker
         level = logging.WARNING if loud else logging.INFO
-        self.lines.say([(level, f"toolcall-lens {flow.request.method} {url}: {line}")])
+        replay = " [replay]" if flow.is_replay == "request" else ""  # as mitmproxy tells its replays
+        self.lines.say([(level, f"toolcall-lens{replay} {flow.request.method} {url}: {line}")])
         if self.jsonl is not None:
             try:
                 self.jsonl.append(record(flow, result))

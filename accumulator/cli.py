@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None, *, sessions_view: bool = False) -> int:
                 previous_response_id=facts.previous_response_id,
                 tool_results=facts.tool_results,
                 time=job.started,
+                replay=job.source.get("replay") == "request",
             )
             observed.record(result, job.source["flow_id"])
         done.append((job.title, result))
@@ -769,6 +770,8 @@ def _flow_job(
     source = {"file": path, "flow_id": flow.id, "url": url, "time": _iso(started)}
     if entry is not None:
         source["entry"] = entry
+    if flow.is_replay:  # mitmproxy's: "request" (replayed by a person), "response" (by --server-replay)
+        source["replay"] = flow.is_replay
     # The flow's short id (a HAR entry's number) and time: what a warning naming "flow d2767f4c-..." leads to.
     named = f"entry {entry}" if entry is not None else f"flow {flow.id[:8]}"
     return Job(

@@ -763,7 +763,8 @@ RESULT_SCHEMA: dict[str, Any] = {
         "source": {
             "type": "object",
             "description": "where the CLI read it: file (rewritten_from for --output); for a flow of a mitmproxy "
-            "dump or a HAR file flow_id (and a HAR's entry), url, time, and timing (whose clock the timing is); "
+            "dump or a HAR file flow_id (and a HAR's entry), url, time, replay (a flow replayed in mitmproxy: "
+            "request; answered by --server-replay: response), and timing (whose clock the timing is); "
             "from the addon, for a stream it read whole (a flow loaded from a file, a response an addon "
             "answered): read and timing",
         },

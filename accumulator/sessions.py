@@ -131,14 +131,16 @@ class Sessions:
         tool_results: list[dict] | None = None,
         connection: bool = False,
         time: float | None = None,
+        replay: bool = False,
     ) -> dict:
         """Put one response in its session, as its next turn: sets ``result["session"]`` and adds a
         ``tool-call-loop`` warning per call the session has now made ``loop_after`` times or more.
         ``headers``: its request's (mitmproxy's Headers: any case); ``previous_response_id``: the response
         its request follows (Responses); ``tool_results``: what the request sent back
         (``accumulator.echo.tool_results``); ``connection``: the flow is a WebSocket connection (its
-        responses share a session); ``time``: when it was asked (epoch seconds)."""
-        session, by = self._find(result, flow_id, headers, previous_response_id, connection)
+        responses share a session); ``time``: when it was asked (epoch seconds); ``replay``: its request was
+        replayed in mitmproxy (a person asking again, not the agent's next turn: a session of its own)."""
+        session, by = self._find(result, flow_id, headers, previous_response_id, connection, replay)
         session.count += 1
         turn = session.count
         self._sessions.move_to_end(session.id)
@@ -157,7 +159,9 @@ class Sessions:
             del session.turns[0]
         return result["session"]
 
-    def _find(self, result, flow_id, headers, previous, connection) -> tuple[Session, str]:
+    def _find(self, result, flow_id, headers, previous, connection, replay=False) -> tuple[Session, str]:
+        if replay:
+            return self._session(f"{flow_id}#{self._opened}", "replay"), "replay"
         named = _header(headers)
         if named is not None:
             name, value = named
@@ -176,7 +180,7 @@ class Sessions:
             if found is not None:
                 return found, f"the conversation of flow {earlier}"
         # The first turn of a run (or of a connection): a session named after its first flow.
-        session_id = flow_id if flow_id not in self._sessions else f"{flow_id}#{len(self._sessions)}"
+        session_id = flow_id if flow_id not in self._sessions else f"{flow_id}#{self._opened}"
         by = "websocket connection" if connection else "new"
         return self._session(session_id, by), by
 

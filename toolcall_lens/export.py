@@ -65,6 +65,9 @@ def record(flow: http.HTTPFlow, value: dict) -> bytes:
         "status": response.status_code if response else None,
         "duration": round(end - flow.request.timestamp_start, 6) if end else None,
         "error": flow.error.msg if flow.error else None,
+        # mitmproxy's is_replay: "request" (the flow was replayed: mitmweb's Replay, -C), "response"
+        # (answered by --server-replay), or None.
+        "replay": flow.is_replay,
     }
     lines = []
     for result in results_of(value):

@@ -1,0 +1,205 @@
+"""A flow replayed in mitmproxy (mitmweb's Replay, the ``replay.client`` command, ``mitmdump -C``): mitmproxy
+sends the same flow's request again (``is_replay = "request"``, its response and error cleared) through the
+same hooks. Before, the addon sent it with the API keys it had masked (the provider refuses a replay), left
+the earlier response's comment, marker and result on a replay that failed or came back clean, and counted
+each replay as the agent's next turn (three replays: ``tool-call-loop``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from chat_flows import at_headers, chat_stream
+from mitmproxy import flow as mflow
+from mitmproxy import io as mio
+from streams import DATA
+
+from accumulator.cli import main
+from toolcall_lens.redact import REDACTED, mask
+
+LOUD = (DATA / "production_interleaved.sse").read_bytes()  # two calls interleaved: recency-misroute
+CLEAN = (DATA / "openai_chat_parallel.sse").read_bytes()
+KEY = "Bearer sk-proj-0123456789abcdefghijklmnop"
+URL = "https://generativelanguage.googleapis.com/v1/chat/completions?key=AIzaSyREALKEY0123456789&alt=sse"
+REQUEST = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "go"}]}
+
+
+def _flow(**headers: str):
+    flow = at_headers()
+    flow.request.method, flow.request.url = "POST", URL
+    flow.request.content = json.dumps(REQUEST).encode()
+    flow.request.headers["authorization"] = KEY
+    for name, value in headers.items():
+        flow.request.headers[name.replace("_", "-")] = value
+    _headers_of_a_stream(flow)
+    return flow
+
+
+def _headers_of_a_stream(flow) -> None:
+    del flow.response.headers["content-length"]
+    flow.response.headers["content-type"] = "text/event-stream"
+
+
+def _answer(lens, flow, body: bytes) -> None:
+    """The response's side of the hooks, as mitmproxy calls them: its headers, its chunks, its end."""
+    lens.responseheaders(flow)
+    sent = [body[i : i + 64] for i in range(0, len(body), 64)]
+    assert all(flow.response.stream(piece) is piece for piece in sent)
+    flow.response.stream(b"")
+    flow.response.raw_content = body
+    lens.response(flow)
+
+
+def _through(lens, flow, body: bytes):
+    lens.requestheaders(flow)
+    lens.request(flow)
+    _answer(lens, flow, body)
+    return flow
+
+
+def _replay(lens, flow) -> None:
+    """What mitmproxy's ClientPlayback.start_replay does, then the request's hooks as the replay runs them."""
+    flow.backup()
+    flow.is_replay = "request"
+    flow.response = None
+    flow.error = None
+    lens.requestheaders(flow)
+    lens.request(flow)
+
+
+def _replayed(lens, flow, body: bytes) -> None:
+    _replay(lens, flow)
+    flow.response = at_headers().response
+    _headers_of_a_stream(flow)
+    _answer(lens, flow, body)
+
+
+def test_a_replay_goes_out_with_the_keys_the_addon_masked_and_is_stored_masked_again(lens):
+    flow = _through(lens, _flow(x_api_key="sk-ant-api03-SECRETSECRET"), CLEAN)
+    assert flow.request.headers["authorization"] == mask(KEY)
+    assert flow.request.query["key"].endswith(REDACTED)
+    _replay(lens, flow)
+    # As the request goes out again: every key as the agent sent it, the other fields as they were.
+    assert flow.request.headers["authorization"] == KEY
+    assert flow.request.headers["x-api-key"] == "sk-ant-api03-SECRETSECRET"
+    assert flow.request.query["key"] == "AIzaSyREALKEY0123456789" and flow.request.query["alt"] == "sse"
+    flow.response = at_headers().response
+    _headers_of_a_stream(flow)
+    _answer(lens, flow, CLEAN)
+    assert flow.request.headers["authorization"] == mask(KEY)
+    assert flow.request.headers["x-api-key"] == mask("sk-ant-api03-SECRETSECRET")
+    assert flow.request.query["key"].endswith(REDACTED)
+    # And again: the second replay has them too.
+    _replay(lens, flow)
+    assert flow.request.headers["authorization"] == KEY
+
+
+def test_a_key_changed_before_the_replay_goes_as_changed(lens):
+    flow = _through(lens, _flow(), CLEAN)
+    flow.request.headers["authorization"] = "Bearer sk-another-key"  # edited in mitmweb, or modify_headers
+    _replay(lens, flow)
+    assert flow.request.headers["authorization"] == "Bearer sk-another-key"
+    assert flow.request.query["key"] == "AIzaSyREALKEY0123456789"  # what was not changed comes back
+
+
+def test_a_replay_on_a_failed_request_puts_back_the_keys_masked_at_its_error(lens):
+    flow = _flow()
+    lens.requestheaders(flow)
+    lens.request(flow)
+    flow.response = None
+    flow.error = mflow.Error("Connect call failed")
+    lens.error(flow)
+    assert flow.request.headers["authorization"] == mask(KEY)
+    _replay(lens, flow)
+    assert flow.request.headers["authorization"] == KEY
+
+
+def test_a_flow_loaded_with_its_keys_masked_is_replayed_with_a_warning_that_says_how_to_give_one(
+    lens, caplog
+):
+    flow = _flow()
+    flow.request.headers["authorization"] = mask(KEY)  # as a capture made with redaction holds it
+    caplog.set_level(logging.WARNING)
+    _replay(lens, flow)
+    said = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
+    assert len(said) == 1
+    assert "authorization redacted: the provider will refuse it" in said[0]
+    assert "modify_headers" in said[0] and "sk-proj-0123" not in said[0] and "AIzaSy" not in said[0]
+    caplog.clear()
+    _replay(lens, _through(lens, _flow(), CLEAN))  # its keys known: nothing to say
+    assert not [r for r in caplog.records if "replaying" in r.getMessage()]
+
+
+def test_a_replay_takes_the_earlier_response_annotation_with_it(lens):
+    flow = _through(lens, _flow(), LOUD)
+    assert flow.marked == ":warning:" and "recency-misroute" in flow.comment
+    assert "toolcall_lens" in flow.metadata
+    _replay(lens, flow)
+    assert (flow.comment, flow.marked) == ("", "")
+    assert "toolcall_lens" not in flow.metadata and "toolcall_lens_live" not in flow.metadata
+    # The replay fails (the provider is down): mitmproxy's error, and no claim about a response it has not.
+    flow.error = mflow.Error("Connect call failed")
+    lens.error(flow)
+    assert (flow.comment, flow.marked) == ("", "") and "toolcall_lens" not in flow.metadata
+
+
+def test_a_clean_replay_of_a_flagged_flow_is_no_longer_marked(lens):
+    flow = _through(lens, _flow(), LOUD)
+    _replayed(lens, flow, CLEAN)
+    result = flow.metadata["toolcall_lens"]
+    assert not [w for w in result["warnings"] if w["severity"] == "warning"]
+    assert flow.marked == "" and flow.comment.startswith("openai-chat") and "recency" not in flow.comment
+
+
+def test_a_replay_keeps_what_the_user_wrote_and_marked(lens):
+    flow = _through(lens, _flow(), LOUD)
+    flow.comment, flow.marked = "the agent looped after this one", ":red_circle:"
+    _replay(lens, flow)
+    assert (flow.comment, flow.marked) == ("the agent looped after this one", ":red_circle:")
+    # A back-reference a later flow added to the addon's line goes with it.
+    flow = _through(lens, _flow(), LOUD)
+    flow.comment += " | echoed wrong by flow 1234"
+    flow.metadata["toolcall_lens_echoes"] = [{"flow_id": "1234", "code": "echo-mismatch", "ids": []}]
+    _replay(lens, flow)
+    assert flow.comment == "" and "toolcall_lens_echoes" not in flow.metadata
+
+
+def test_each_replay_is_a_session_of_its_own_never_the_agents_next_turn_nor_a_loop(lens, tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    lens.tctx.configure(lens, toolcall_lens_jsonl=str(jsonl))
+    body = chat_stream([("call_1", "read_file", '{"path": "a.txt"}')])
+    flow = _through(lens, _flow(session_id="run-1"), body)
+    for _ in range(3):
+        _replayed(lens, flow, body)
+        session = flow.metadata["toolcall_lens"]["session"]
+        assert session["by"] == "replay" and session["turn"] == 1 and session["id"].startswith(flow.id + "#")
+        assert "tool-call-loop" not in flow.comment
+    assert lens.sessions.get("run-1").count == 1
+    records = [json.loads(line) for line in jsonl.read_bytes().splitlines()]
+    assert [r["replay"] for r in records] == [None, "request", "request", "request"]
+    assert len({r["session"] for r in records}) == 4
+    # The agent making the same call again in its session: that is a loop (the check still works).
+    turns = [_through(lens, _flow(session_id="run-1"), body) for _ in range(2)]
+    assert [f.metadata["toolcall_lens"]["session"]["turn"] for f in turns] == [2, 3]
+    assert "tool-call-loop" not in turns[0].comment and "tool-call-loop" in turns[1].comment
+
+
+def test_the_cli_reads_a_dump_holding_a_flow_and_its_replays_as_the_addon_did(lens, tmp_path, capsys):
+    # mitmdump -w saves a replayed flow again at each replay's end: one id, several entries.
+    body = chat_stream([("call_1", "read_file", '{"path": "a.txt"}')])
+    dump = tmp_path / "replays.flows"
+    flow = _through(lens, _flow(session_id="run-1"), body)
+    with dump.open("wb") as file:
+        writer = mio.FlowWriter(file)
+        writer.add(flow)
+        for _ in range(3):
+            _replayed(lens, flow, body)
+            writer.add(flow)
+    assert main([str(dump), "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["source"].get("replay") for r in results] == [None, "request", "request", "request"]
+    assert [(r["session"]["by"], r["session"]["turn"]) for r in results] == [
+        ("header session-id", 1),
+        *[("replay", 1)] * 3,
+    ]
+    assert not [w for r in results for w in r["warnings"] if w["code"] == "tool-call-loop"]

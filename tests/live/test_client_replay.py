@@ -1,0 +1,132 @@
+"""A flow replayed, all real: the official openai SDK through mitmweb with the addon (redaction on, as by
+default) in front of scripts/fake_provider, which answers each request with a hash of the API key it got
+(``X-Received-Credentials-SHA256``); then the flow replayed as mitmweb's Replay button does it (its API's
+``POST /flows/ID/replay``), and a dump replayed with ``mitmdump -C``. Before, a replay went out with the
+key the addon had masked (a real provider answers 401), a replay that failed kept the earlier response's
+comment and marker, and three replays made the agent's session loop."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import openai
+from lab import Process, proxy_argv, start_fake_provider, start_mitmdump
+from mitmproxy import io as mio
+from weblab import start_mitmweb_proxy
+
+KEY = "sk-test-0123456789abcdefghijklmnop"
+SENT = hashlib.sha256(f"Bearer {KEY}\n\n\n\n".encode()).hexdigest()  # as the fake provider hashes it
+TOOLS = [
+    {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+    for name in ("search_circulars", "get_user_profile")
+]
+
+
+def ask(port: int) -> None:
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key=KEY,
+        max_retries=0,
+        default_headers={"session-id": "run-1"},
+    )
+    messages = [{"role": "user", "content": "Find the RBI circulars and my profile."}]
+    with client.chat.completions.stream(model="interleaved", messages=messages, tools=TOOLS) as stream:
+        assert len(stream.get_final_completion().choices[0].message.tool_calls) == 2
+
+
+def received(flow: dict) -> str:
+    (value,) = [
+        v for name, v in flow["response"]["headers"] if name.lower() == "x-received-credentials-sha256"
+    ]
+    return value
+
+
+def authorization(flow: dict) -> str:
+    (value,) = [v for name, v in flow["request"]["headers"] if name.lower() == "authorization"]
+    return value
+
+
+def records(jsonl) -> list[dict]:
+    return [json.loads(line) for line in jsonl.read_bytes().splitlines()]
+
+
+def settle(predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return value
+
+
+def test_mitmwebs_replay_sends_the_key_and_each_replay_is_told_apart_from_the_agents_turns(tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    provider, provider_port = start_fake_provider(delay=0.0)
+    web = start_mitmweb_proxy(provider_port, f"toolcall_lens_jsonl={jsonl}")
+    try:
+        ask(web.port)
+        (flow,) = settle(lambda: [f for f in web.flows() if f.get("comment", "").startswith("openai-chat")])
+        assert received(flow) == SENT and authorization(flow).endswith("...[redacted]")
+        assert flow["marked"]  # the warning marker (mitmweb shows it as its emoji)
+        for n in range(2, 5):
+            status, _ = web.api(f"/flows/{flow['id']}/replay", body={})
+            assert status == 200
+            settle(lambda n=n: jsonl.exists() and len(records(jsonl)) == n)
+            (flow,) = web.flows()
+            # The provider got the key the agent sent; the stored flow holds it masked again.
+            assert received(flow) == SENT and authorization(flow).endswith("...[redacted]")
+            assert flow["is_replay"] == "request"
+        lines = records(jsonl)
+        assert [r["replay"] for r in lines] == [None, "request", "request", "request"]
+        assert [(r["session"], r["turn"]) for r in lines[:1]] == [("run-1", 1)]
+        assert {r["result"]["session"]["by"] for r in lines[1:]} == {"replay"}
+        assert not [w for r in lines for w in r["result"]["warnings"] if w["code"] == "tool-call-loop"]
+        assert "tool-call-loop" not in flow["comment"] and "recency-misroute" in flow["comment"]
+        web.process.wait_for(r"toolcall-lens \[replay\] POST http://127\.0\.0\.1:\d+/v1/chat/completions")
+        # The provider gone, a replay fails: the flow shows mitmproxy's error and nothing of the addon's.
+        provider.stop()
+        status, _ = web.api(f"/flows/{flow['id']}/replay", body={})
+        assert status == 200
+        (flow,) = settle(lambda: [f for f in web.flows() if f.get("error")])
+        assert "response" not in flow or flow["response"] is None
+        assert (flow["comment"], flow["marked"]) == ("", "")
+    finally:
+        web.process.stop()
+        provider.stop()
+
+
+def test_a_dump_replayed_with_mitmdump_c_says_its_key_is_not_there_and_modify_headers_gives_it(tmp_path):
+    recorded = tmp_path / "session.flows"
+    provider, provider_port = start_fake_provider(delay=0.0)
+    try:
+        proxy, port = start_mitmdump(provider_port, recorded)
+        try:
+            ask(port)
+        finally:
+            proxy.stop()
+
+        def replay(*options: str) -> tuple[Process, dict]:
+            out = tmp_path / f"replayed{len(options)}.flows"
+            argv = proxy_argv(None, *options, dump=out) + ["-C", str(recorded)]
+            process = Process("mitmdump -C", argv)
+            assert process.popen.wait(60) == 0, "\n".join(process.lines)  # it ends once the replay is done
+            process.stop()
+            with out.open("rb") as file:
+                (flow,) = mio.FlowReader(file).stream()
+            return process, flow.get_state()
+
+        process, flow = replay()
+        said = [line for line in process.lines if "toolcall-lens: replaying" in line]
+        assert len(said) == 1 and "authorization redacted: the provider will refuse it" in said[0]
+        assert "modify_headers" in said[0] and KEY[:12] not in "\n".join(process.lines)
+        assert dict(flow["response"]["headers"])[b"X-Received-Credentials-SHA256"].decode() != SENT
+
+        # What the warning says to do: the key given again, for the replayed requests only.
+        process, flow = replay(f"modify_headers=/~q/Authorization/Bearer {KEY}")
+        assert not [line for line in process.lines if "toolcall-lens: replaying" in line]
+        assert dict(flow["response"]["headers"])[b"X-Received-Credentials-SHA256"].decode() == SENT
+        assert dict(flow["request"]["headers"])[b"Authorization"].endswith(b"...[redacted]")
+        assert "recency-misroute" in flow["comment"]
+    finally:
+        provider.stop()
