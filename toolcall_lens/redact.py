@@ -102,10 +102,12 @@ def restore_credentials(flow: http.HTTPFlow, masked: Masked) -> None:
         query = request.query
         for name in {name for name, _, _ in masked.query}:
             values = query.get_all(name)
+            restored = list(values)
             for was, new, original in masked.query:
-                if was == name and new in values:
-                    values[values.index(new)] = original
-            query.set_all(name, values)
+                if was == name and new in restored:
+                    restored[restored.index(new)] = original
+            if restored != values:
+                query.set_all(name, restored)
 
 
 def still_redacted(request: http.Request) -> list[str]:

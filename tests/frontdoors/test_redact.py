@@ -84,3 +84,29 @@ def test_a_value_masked_before_is_left_as_it_is():
     flow = _flow(*fields)
     redact_credentials(flow)
     assert flow.request.headers.fields == fields
+
+
+def test_what_was_masked_is_returned_and_put_back_field_by_field_where_the_mask_still_stands():
+    from toolcall_lens.redact import restore_credentials
+
+    flow = _flow(
+        (b"Authorization", b"Bearer sk-AAAAAAAAAAAAAAAAAAAA"),
+        (b"X-Other", b"kept"),
+        (b"authorization", b"Bearer sk-BBBBBBBBBBBBBBBBBBBB"),
+        (b"x-api-key", b"sk-ant-CCCCCCCCCCCCCCCC"),
+    )
+    flow.request.url = "https://example.com/v1/models?alt=sse&key=AIzaSyDDDDDDDDDDDD"
+    masked = redact_credentials(flow)
+    assert [name for name, _, _ in masked.fields] == [b"authorization", b"authorization", b"x-api-key"]
+    assert masked.query == (("key", mask("AIzaSyDDDDDDDDDDDD"), "AIzaSyDDDDDDDDDDDD"),)
+    assert redact_credentials(flow) is None  # nothing left to mask
+    # One field removed, one edited, one moved: each put back only where its own mask still stands.
+    fields = flow.request.headers.fields
+    flow.request.headers.fields = (fields[2], (b"X-Other", b"kept"), (b"X-API-Key", b"sk-mine"))
+    restore_credentials(flow, masked)
+    assert flow.request.headers.fields == (
+        (b"authorization", b"Bearer sk-BBBBBBBBBBBBBBBBBBBB"),
+        (b"X-Other", b"kept"),
+        (b"X-API-Key", b"sk-mine"),
+    )
+    assert flow.request.query["key"] == "AIzaSyDDDDDDDDDDDD" and flow.request.query["alt"] == "sse"
