@@ -118,8 +118,14 @@ class Sessions:
         return sorted(self._sessions.values(), key=lambda session: session.opened)
 
     def record(self, session: Session) -> dict:
-        """The session as JSON (``session_record``), its loops by this registry's threshold."""
-        return session_record(session, self.loop_after)
+        """The session as JSON (``session_record``), its loops by this registry's threshold, and the
+        sessions its turns were relayed from (a gateway's own side, seen too: the same tokens again)."""
+        record = session_record(session, self.loop_after)
+        relayed = [turn["relayed_from"] for turn in record["turns"] if turn.get("relayed_from")]
+        if relayed:
+            found = (self.of_flow(flow_id) for flow_id in relayed)
+            record["relayed_from_sessions"] = list(dict.fromkeys(s.id for s in found if s is not None))
+        return record
 
     def place(
         self,
@@ -250,6 +256,8 @@ def summary(result: dict, flow_id: str, time: float | None) -> dict:
         "cache_read": usage["cache_read"],
         "cost": cost["total"] if cost else None,
         "warnings": [w["code"] for w in result["warnings"]],
+        # A gateway's response seen on both of its sides: its upstream flow (accumulator.relay).
+        "relayed_from": (result.get("relayed_from") or {}).get("flow_id"),
     }
 
 
@@ -332,6 +340,7 @@ def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> di
             # Each response priced on its own, then added up (prices can be tiered per request).
             "cost": round(sum(costs), 10) if costs else None,
             "unpriced_turns": len(turns) - len(costs),
+            "relayed_turns": sum(1 for t in turns if t.get("relayed_from")),
         },
         "loops": [
             {"name": name, "arguments": _short(arguments, _SHORT), "times": times, "turns": list(turns)}
@@ -381,11 +390,20 @@ def format_session(record: dict) -> str:
         lines.append(f"  context (input tokens per turn): {chart}")
     if record["turns_dropped"]:
         lines.append(f"  ({record['turns_dropped']} earliest turn(s) no longer kept)")
+    if totals.get("relayed_turns"):
+        sides = record.get("relayed_from_sessions") or []
+        lines.append(
+            f"  relayed: {totals['relayed_turns']} turn(s) passed through a gateway whose own requests were seen "
+            + (f"too (session {', '.join(sides)})" if sides else "too")
+            + ": their tokens and cost are counted on both sides, add up one"
+        )
     for turn in record["turns"]:
         head = f"  turn {turn['turn']}"
         if turn["time"] is not None:
             head += f"  {_clock(turn['time'])}"
         head += f"  {turn['model'] or '?'}  flow {turn['flow_id'][:8]}"
+        if turn.get("relayed_from"):
+            head += f" (relayed from flow {turn['relayed_from'][:8]})"
         if turn["position"] is not None:
             head += f" response {turn['position']}"
         if turn["prewarm"]:

@@ -12,6 +12,7 @@ from mitmproxy.test import taddons
 import addon as addon_module
 from accumulator.cli import main
 from accumulator.report import format_view
+from accumulator.sessions import format_session
 
 SENT = [("call_w1", "get_weather", '{"city": "Paris"}'), ("call_t1", "get_time", '{"tz": "Europe/Paris"}')]
 # What a gateway appending each fragment to the latest call hands on from those two calls interleaved.
@@ -73,3 +74,40 @@ def test_the_cli_pairs_the_two_sides_in_a_dump_as_the_addon_did(tmp_path, capsys
     assert main([str(dump)]) == 1
     report = capsys.readouterr().out
     assert f"relayed by a gateway from flow {flows[0].id}: DIFFERENT calls (gateway-altered)" in report
+
+
+def test_the_agents_session_says_which_of_its_turns_a_gateway_relayed_and_from_which_session():
+    lens = addon_module.ToolcallLens()
+    request = follow_up([])
+    with taddons.context(lens):
+        upstream = through_addon(lens, chat_stream(SENT), request, url=PROVIDER, start=946681200.5)
+        client = through_addon(lens, chat_stream(SENT), request, url=GATEWAY, start=946681200.0)
+        gateway_side = lens.sessions.of_flow(upstream.id)
+        record = lens.sessions.record(lens.sessions.of_flow(client.id))
+        assert record["totals"]["relayed_turns"] == 1
+        assert record["relayed_from_sessions"] == [gateway_side.id]
+        assert record["turns"][0]["relayed_from"] == upstream.id
+        text = format_session(record)
+        assert f"flow {client.id[:8]} (relayed from flow {upstream.id[:8]})" in text
+        assert (
+            f"relayed: 1 turn(s) passed through a gateway whose own requests were seen too (session "
+            f"{gateway_side.id}): their tokens and cost are counted on both sides, add up one"
+        ) in text
+        # The gateway's own side relayed nothing: its session says nothing of it.
+        own = lens.sessions.record(gateway_side)
+        assert own["totals"]["relayed_turns"] == 0 and "relayed_from_sessions" not in own
+        assert "relayed" not in format_session(own)
+
+
+def test_the_cli_says_the_same_of_a_dump_of_both_sides(tmp_path, capsys):
+    flows = both_sides(SENT)
+    dump = tmp_path / "gateway.flows"
+    with dump.open("wb") as file:
+        writer = io.FlowWriter(file)
+        for flow in flows:
+            writer.add(flow)
+    main([str(dump), "--json"], sessions_view=True)
+    sessions = {s["turns"][0]["flow_id"]: s for s in json.loads(capsys.readouterr().out)["sessions"]}
+    client = sessions[flows[1].id]
+    assert client["totals"]["relayed_turns"] == 1
+    assert client["relayed_from_sessions"] == [sessions[flows[0].id]["id"]]
