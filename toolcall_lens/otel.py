@@ -106,6 +106,7 @@ def span_of(result: dict, facts: FlowFacts, content: bool = False) -> SpanData:
     if session:
         attributes["gen_ai.conversation.id"] = session["id"]
         attributes["toolcall_lens.session.turn"] = session["turn"]
+        attributes["toolcall_lens.session.by"] = session["by"]  # how it was told; "replay": a person's
     cost = result.get("cost")
     if cost:
         attributes["gen_ai.usage.cost"] = cost["total"]  # Langfuse's name for a call's cost

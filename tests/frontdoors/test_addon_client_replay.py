@@ -203,3 +203,20 @@ def test_the_cli_reads_a_dump_holding_a_flow_and_its_replays_as_the_addon_did(le
         *[("replay", 1)] * 3,
     ]
     assert not [w for r in results for w in r["warnings"] if w["code"] == "tool-call-loop"]
+
+
+def test_a_replays_span_says_it_is_one_and_is_a_trace_of_its_own(lens):
+    from otlp_receiver import Receiver
+
+    with Receiver() as receiver:
+        lens.tctx.configure(lens, toolcall_lens_otlp_endpoint=receiver.url)
+        body = chat_stream([("call_1", "read_file", '{"path": "a.txt"}')])
+        flow = _through(lens, _flow(session_id="run-1"), body)
+        _replayed(lens, flow, body)
+        lens.done()  # the sessions' spans go at shutdown
+        spans = receiver.wait_for(4)
+    turns = [s for s in spans if s["name"].startswith("chat ")]
+    assert [s["attributes"]["toolcall_lens.session.by"] for s in turns] == ["header session-id", "replay"]
+    agent, replay = (s["attributes"]["gen_ai.conversation.id"] for s in turns)
+    assert agent == "run-1" and replay.startswith(flow.id + "#")
+    assert turns[0]["traceId"] != turns[1]["traceId"]
