@@ -60,13 +60,19 @@ def test_two_responses_of_one_server_are_no_relay():
     assert "relayed_from" not in client.metadata["toolcall_lens"]
 
 
-def test_the_cli_pairs_the_two_sides_in_a_dump_as_the_addon_did(tmp_path, capsys):
-    flows = both_sides(SPLICED)
+def dumped(flows, tmp_path):
+    """The two sides as ``mitmdump -w`` saves them."""
     dump = tmp_path / "gateway.flows"
     with dump.open("wb") as file:
         writer = io.FlowWriter(file)
         for flow in flows:
             writer.add(flow)
+    return dump
+
+
+def test_the_cli_pairs_the_two_sides_in_a_dump_as_the_addon_did(tmp_path, capsys):
+    flows = both_sides(SPLICED)
+    dump = dumped(flows, tmp_path)
     assert main([str(dump), "--json"]) == 1
     upstream, client = json.loads(capsys.readouterr().out)["results"]
     assert client["relayed_from"] == {"flow_id": flows[0].id, "calls_same": False}
@@ -101,12 +107,7 @@ def test_the_agents_session_says_which_of_its_turns_a_gateway_relayed_and_from_w
 
 def test_the_cli_says_the_same_of_a_dump_of_both_sides(tmp_path, capsys):
     flows = both_sides(SENT)
-    dump = tmp_path / "gateway.flows"
-    with dump.open("wb") as file:
-        writer = io.FlowWriter(file)
-        for flow in flows:
-            writer.add(flow)
-    main([str(dump), "--json"], sessions_view=True)
+    main([str(dumped(flows, tmp_path)), "--json"], sessions_view=True)
     sessions = {s["turns"][0]["flow_id"]: s for s in json.loads(capsys.readouterr().out)["sessions"]}
     client = sessions[flows[1].id]
     assert client["totals"]["relayed_turns"] == 1
