@@ -293,7 +293,10 @@ class ToolcallLens:
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.is_replay == "request":  # mitmweb's Replay, replay.client, mitmdump -C: it goes out again
-            self._replaying(flow)
+            try:
+                self._replaying(flow)
+            except Exception as exc:  # noqa: BLE001 - the replay goes as mitmproxy sends it
+                logger.warning("toolcall-lens: preparing a replay of %s failed: %s", flow.id, describe(exc))
         # mitmproxy streams a request whose content-length is over its stream_large_bodies (an agent's
         # request is a MiB) and keeps none of it: an LLM request's body is kept here as it passes, for the
         # checks that read it (the echoes, the declared tools, the session), as mitmproxy would have kept it.
@@ -303,7 +306,10 @@ class ToolcallLens:
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
         if flow.is_replay == "request":  # after mitmproxy's modify_headers, which may give the key
-            self._say_if_keyless(flow)
+            try:
+                self._say_if_keyless(flow)
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("toolcall-lens: reading a replay's request failed: %s", describe(exc))
         kept = flow.request.stream
         if (
             type(kept) is BodyWatch  # streamed by mitmproxy, kept whole here: its body back on the flow

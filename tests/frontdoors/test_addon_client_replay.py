@@ -220,3 +220,21 @@ def test_a_replays_span_says_it_is_one_and_is_a_trace_of_its_own(lens):
     agent, replay = (s["attributes"]["gen_ai.conversation.id"] for s in turns)
     assert agent == "run-1" and replay.startswith(flow.id + "#")
     assert turns[0]["traceId"] != turns[1]["traceId"]
+
+
+def test_a_fault_in_preparing_a_replay_costs_the_replay_nothing_but_its_key(lens, monkeypatch, caplog):
+    import addon as addon_module
+
+    flow = _through(lens, _flow(), CLEAN)
+
+    def broken(flow, masked):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(addon_module, "restore_credentials", broken)
+    monkeypatch.setattr(addon_module, "still_redacted", lambda request: broken(request, None))
+    caplog.set_level(logging.WARNING)
+    _replay(lens, flow)  # no exception: mitmproxy sends the replay as it is
+    said = [r.getMessage() for r in caplog.records]
+    assert f"toolcall-lens: preparing a replay of {flow.id} failed: RuntimeError: boom" in said
+    assert "toolcall-lens: reading a replay's request failed: RuntimeError: boom" in said
+    assert flow.request.headers["authorization"] == mask(KEY)
