@@ -146,7 +146,10 @@ def test_the_anthropic_sdk_recipe_gets_its_tool_calls(page, provider, tmp_path):
 def test_the_http_proxy_recipe_gets_a_plain_http_local_server_annotated(page, provider, tmp_path):
     proxy_command, agent = recipe(
         page,
-        lambda c: not values(c.argv, "--mode") and "--listen-host" in c.argv,
+        # mitmdump's (the console's line beside it takes the same options, and is no recipe to run).
+        lambda c: (
+            c.argv[0].endswith("/mitmdump") and not values(c.argv, "--mode") and "--listen-host" in c.argv
+        ),
         lambda c: "HTTP_PROXY" in c.env,
     )
     # The recipe's regular mode listens on mitmproxy's default port: here port 0, the one it got read back.
