@@ -1094,9 +1094,12 @@ class ToolcallLens:
             logger.warning("toolcall-lens: pairing a gateway's two sides failed: %s", describe(exc))
         self._emit(flow, result, self._price_and_place(flow, result, url=url))
         ended = time.time()
-        self.observed.record(result, flow.id, ended)
-        if not remote:
-            self.worker.record(flow.id, result, ended)
+        # A replay's calls went to mitmproxy, not to the agent: none of its requests will echo them, and
+        # they must not take the place of the calls it did get (its next turn would "drop" them).
+        if flow.is_replay != "request":
+            self.observed.record(result, flow.id, ended)
+            if not remote:
+                self.worker.record(flow.id, result, ended)
         flow.metadata.pop("toolcall_lens_live", None)
         flow.metadata[METADATA_KEY] = result
         line = summary_line(result)

@@ -27,10 +27,13 @@ class Mitmweb:
         self.process, self.port, self.web_port, self.password = process, port, web_port, password
         self.url = f"http://127.0.0.1:{web_port}"
 
-    def api(self, path: str, token: str | None = None, body: dict | None = None) -> tuple[int, bytes]:
+    def api(
+        self, path: str, token: str | None = None, body: dict | None = None, method: str | None = None
+    ) -> tuple[int, bytes]:
         """mitmweb's own API with ``Authorization: Bearer <token>`` (the web password by default): a GET, or
-        with ``body`` a JSON POST carrying the XSRF token as its page does (the ``_mitmproxy_xsrf`` cookie
-        echoed in ``X-XSRFToken``; tornado checks that the two match)."""
+        with ``body`` a JSON POST (or ``method``: a PUT, as its flow editor sends) carrying the XSRF token as
+        its page does (the ``_mitmproxy_xsrf`` cookie echoed in ``X-XSRFToken``; tornado checks that the two
+        match)."""
         headers = {"Authorization": f"Bearer {self.password if token is None else token}"}
         data = None
         if body is not None:
@@ -41,7 +44,7 @@ class Mitmweb:
                 "X-XSRFToken": xsrf,
             }
             data = json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, headers=headers)
+        request = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return response.status, response.read()

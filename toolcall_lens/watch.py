@@ -444,7 +444,8 @@ def open_watch(
         remote = remote_settings(
             format, body if facts is None else facts, encoding or None, started, settings.limits, price
         )
-        remote["flow_id"] = flow.id  # the worker keeps its calls under it, for later echo checks
+        if flow.is_replay != "request":  # a replay's calls never reach the agent: none to echo
+            remote["flow_id"] = flow.id  # the worker keeps its calls under it, for later echo checks
         if coding is not None:
             remote["request_encoding"] = coding
         if read_request and facts is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 
-from chat_flows import at_headers, chat_stream
+from chat_flows import at_headers, chat_stream, follow_up
 from mitmproxy import flow as mflow
 from mitmproxy import io as mio
 from streams import DATA
@@ -238,3 +238,16 @@ def test_a_fault_in_preparing_a_replay_costs_the_replay_nothing_but_its_key(lens
     assert f"toolcall-lens: preparing a replay of {flow.id} failed: RuntimeError: boom" in said
     assert "toolcall-lens: reading a replay's request failed: RuntimeError: boom" in said
     assert flow.request.headers["authorization"] == mask(KEY)
+
+
+def test_a_replays_calls_never_take_the_place_of_the_calls_the_agent_got(lens):
+    got = [("call_a1", "read_file", '{"path": "a.txt"}'), ("call_a2", "list_dir", '{"path": "."}')]
+    flow = _through(lens, _flow(), chat_stream(got))
+    # Replayed while the agent goes on: the provider (a local model numbering its calls) makes one call
+    # more, which only mitmproxy gets.
+    _replayed(lens, flow, chat_stream([*got, ("call_a3", "read_file", '{"path": "b.txt"}')]))
+    following = _flow()
+    following.request.content = json.dumps(follow_up([got])).encode()  # the agent answers what it got
+    result = _through(lens, following, chat_stream([])).metadata["toolcall_lens"]
+    assert not [w for w in result["warnings"] if w["code"] == "unanswered-call"], result["warnings"]
+    assert result["evidence"]["unanswered"] == [] and result["evidence"]["matched"] == 2, result["evidence"]

@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 
+import fake_provider
 import openai
 from lab import Process, proxy_argv, start_fake_provider, start_mitmdump
 from mitmproxy import io as mio
@@ -129,4 +130,63 @@ def test_a_dump_replayed_with_mitmdump_c_says_its_key_is_not_there_and_modify_he
         assert dict(flow["request"]["headers"])[b"Authorization"].endswith(b"...[redacted]")
         assert "recency-misroute" in flow["comment"]
     finally:
+        provider.stop()
+
+
+def test_an_earlier_turn_edited_and_replayed_while_the_agent_goes_on_costs_its_next_turn_nothing(tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    provider, provider_port = start_fake_provider(delay=0.0)
+    web = start_mitmweb_proxy(provider_port, f"toolcall_lens_jsonl={jsonl}")  # the worker on, as by default
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{web.port}/v1", api_key=KEY, max_retries=0)
+        tools = [{"type": "function", "function": {"name": "get_current_weather", "parameters": {}}}]
+        asked = [{"role": "user", "content": "The weather?"}]
+        with client.chat.completions.stream(model="name-repeated", messages=asked, tools=tools) as stream:
+            stream.get_final_completion()
+        # The call it made, as a client that routes by identity rebuilds it (the SDK's helper glues the
+        # id this scenario repeats in every delta).
+        (got,) = fake_provider.expected_calls("name-repeated")
+        assert got["id"] == "call_r1"
+        (flow,) = settle(lambda: jsonl.exists() and records(jsonl))
+        # In mitmweb: its request edited (another model, which makes one call more under the same id
+        # scheme), then replayed. Its calls go to mitmproxy only.
+        status, body = web.api(f"/flows/{flow['flow_id']}/request/content.data")
+        assert status == 200
+        status, _ = web.api(
+            f"/flows/{flow['flow_id']}",
+            body={"request": {"content": body.decode().replace("name-repeated", "custom-interleaved")}},
+            method="PUT",
+        )
+        assert status == 200
+        assert web.api(f"/flows/{flow['flow_id']}/replay", body={})[0] == 200
+        settle(lambda: len(records(jsonl)) == 2)
+        assert [c["id"] for c in records(jsonl)[1]["result"]["choices"][0]["tool_calls"]] == [
+            "call_p1",
+            "call_r1",
+        ]
+        # The agent's next turn answers the call it got: checked against it, nothing dropped.
+        following = [
+            *asked,
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": got["id"],
+                        "type": "function",
+                        "function": {"name": got["name"], "arguments": got["arguments"]},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": got["id"], "content": "sunny"},
+        ]
+        with client.chat.completions.stream(model="text", messages=following, tools=tools) as stream:
+            stream.get_final_completion()
+        settle(lambda: len(records(jsonl)) == 3)
+        result = records(jsonl)[2]["result"]
+        assert [w["code"] for w in result["warnings"] if w["severity"] == "warning"] == [], result["warnings"]
+        assert result["evidence"]["unanswered"] == [] and result["evidence"]["matched"] == 1, result[
+            "evidence"
+        ]
+    finally:
+        web.process.stop()
         provider.stop()
