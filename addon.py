@@ -318,6 +318,11 @@ class ToolcallLens:
             and not replaced(flow.request, kept)
         ):
             flow.request.raw_content = kept.body()
+        if type(kept) is BodyWatch:
+            # Its work is done (the body has gone): what stood there before it goes back, so that a replay
+            # of this flow streams its request as it would without the addon, through one new watch, not
+            # through this one (which would keep a second copy, and a third at the next replay).
+            flow.request.stream = kept.inner if kept.inner is not None else True
         # Read-only: the echoes of earlier calls in the conversation, checked against what was streamed.
         if self._read_in_worker():
             # Read where its response is analysed: a stream's in the worker (``worker.read_request``), a

@@ -248,3 +248,26 @@ def test_a_request_too_long_for_the_body_cap_is_not_kept_and_its_evidence_says_s
 def test_a_request_on_no_llm_path_is_left_to_mitmproxy(lens):
     flow = streamed_request(lens, b"x" * 5000, "/upload")
     assert flow.request.stream is True and flow.request.raw_content is None
+
+
+def test_once_a_streamed_request_has_gone_what_stood_before_the_watch_is_back_for_a_replay(lens):
+    from toolcall_lens.watch import BodyWatch
+
+    lens.tctx.options.stream_large_bodies = "1k"
+    flow = streamed_request(lens)
+    assert flow.request.stream is True  # mitmproxy's, as it set it
+    # A replay (mitmweb's): mitmproxy streams the request again as its stream says, through one new watch
+    # keeping this replay's copy, not through the old one (a second copy, and a third at the next).
+    flow.is_replay, flow.response = "request", None
+    lens.requestheaders(flow)
+    watch = flow.request.stream
+    assert type(watch) is BodyWatch and watch.inner is None and watch.unseen()
+    # Another addon's callable set before the watch is what goes back.
+    theirs = lambda chunk: chunk
+    flow = at_headers()
+    flow.request.method, flow.request.url = "POST", "https://api.openai.com/v1/chat/completions"
+    flow.request.raw_content, flow.request.stream = None, theirs
+    lens.requestheaders(flow)
+    flow.request.stream(AGENT)
+    lens.request(flow)
+    assert flow.request.stream is theirs and flow.request.raw_content == AGENT
