@@ -292,7 +292,9 @@ class ToolcallLens:
     # -- hooks ---------------------------------------------------------------------------------------------
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if flow.is_replay == "request":  # mitmweb's Replay, replay.client, mitmdump -C: it goes out again
+        # mitmweb's Replay, replay.client, mitmdump -C: it goes out again (live; a replay loaded from a
+        # file runs these hooks too, as a record, and keeps what it recorded).
+        if flow.is_replay == "request" and flow.live:
             try:
                 self._replaying(flow)
             except Exception as exc:  # noqa: BLE001 - the replay goes as mitmproxy sends it
@@ -305,7 +307,7 @@ class ToolcallLens:
             flow.request.stream = BodyWatch(self._settings().body_cap, stream if callable(stream) else None)
 
     def request(self, flow: http.HTTPFlow) -> Awaitable[None] | None:
-        if flow.is_replay == "request":  # after mitmproxy's modify_headers, which may give the key
+        if flow.is_replay == "request" and flow.live:  # after modify_headers, which may give the key
             try:
                 self._say_if_keyless(flow)
             except Exception as exc:  # noqa: BLE001

@@ -6,10 +6,12 @@ each replay as the agent's next turn (three replays: ``tool-call-loop``)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 
 from chat_flows import at_headers, chat_stream, follow_up
+from mitmproxy import eventsequence
 from mitmproxy import flow as mflow
 from mitmproxy import io as mio
 from streams import DATA
@@ -63,6 +65,7 @@ def _replay(lens, flow) -> None:
     flow.is_replay = "request"
     flow.response = None
     flow.error = None
+    flow.live = True  # as mitmproxy's HTTP layer makes it, before the request's hooks
     lens.requestheaders(flow)
     lens.request(flow)
 
@@ -251,3 +254,23 @@ def test_a_replays_calls_never_take_the_place_of_the_calls_the_agent_got(lens):
     result = _through(lens, following, chat_stream([])).metadata["toolcall_lens"]
     assert not [w for w in result["warnings"] if w["code"] == "unanswered-call"], result["warnings"]
     assert result["evidence"]["unanswered"] == [] and result["evidence"]["matched"] == 2, result["evidence"]
+
+
+def test_a_replay_loaded_from_a_file_is_a_record_it_keeps_what_it_recorded_and_says_nothing(lens, caplog):
+    # mitmdump -nr and mitmweb's File > Open run the hooks of each flow they load: a replay -w saved is one.
+    flow = _through(lens, _flow(), LOUD)
+    _replayed(lens, flow, LOUD)
+    buffer = io.BytesIO()
+    mio.FlowWriter(buffer).add(flow)
+    buffer.seek(0)
+    (loaded,) = mio.FlowReader(buffer).stream()
+    assert loaded.is_replay == "request" and not loaded.live
+    assert loaded.request.headers["authorization"] == mask(KEY)
+    caplog.set_level(logging.WARNING)
+    for event in eventsequence.iterate(loaded):
+        lens.tctx.master.addons.invoke_addon_sync(lens, event)
+    assert not [r for r in caplog.records if "replaying" in r.getMessage()]  # nothing is being replayed
+    result = loaded.metadata["toolcall_lens"]
+    assert result["source"] == {"read": "whole: loaded from a file", "timing": result["source"]["timing"]}
+    assert result["source"]["timing"].startswith("recorded live")  # what it recorded, not dropped
+    assert result["session"]["by"] == "replay" and "recency-misroute" in loaded.comment
