@@ -312,15 +312,11 @@ class ToolcallLens:
                 self._say_if_keyless(flow)
             except Exception as exc:  # noqa: BLE001
                 logger.warning("toolcall-lens: reading a replay's request failed: %s", describe(exc))
+        # The watch, unless another addon's callable took its place (then it saw nothing to put back).
         kept = flow.request.stream
-        if (
-            type(kept) is BodyWatch  # streamed by mitmproxy, kept whole here: its body back on the flow
-            and flow.request.raw_content is None
-            and kept.seen <= kept.cap
-            and not replaced(flow.request, kept)
-        ):
-            flow.request.raw_content = kept.body()
         if type(kept) is BodyWatch:
+            if flow.request.raw_content is None and kept.seen <= kept.cap:  # streamed by mitmproxy: kept here
+                flow.request.raw_content = kept.body()
             # Its work is done (the body has gone): what stood there before it goes back, so that a replay
             # of this flow streams its request as it would without the addon, through one new watch, not
             # through this one (which would keep a second copy, and a third at the next replay).

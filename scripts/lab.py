@@ -119,6 +119,16 @@ def memory(pid: int, field: str = "VmRSS", with_children: bool = False) -> int:
     return total
 
 
+def settle(condition, timeout: float = 30.0, what: object = "timed out waiting"):
+    """Poll ``condition`` until it gives something truthy, and return that; fail with ``what`` (or what it
+    returns, if callable) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(0.05)
+    return value
+
+
 def start_listening(name: str, argv: list[str], pattern: str) -> tuple[Process, int]:
     """Start it and read the port it got from the first output line matching ``pattern`` (group 1)."""
     process = Process(name, argv)

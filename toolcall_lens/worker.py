@@ -165,9 +165,8 @@ def read_request(
     evidence, its responses matched by position as of ``sent``; why the reading failed, or None). A
     failure costs the flow its facts and evidence (which says why), nothing more. ``encoding``: the
     body's Content-Encoding (``request_as_sent``), decoded first."""
-    if (
-        body is None
-    ):  # streamed by mitmproxy and not kept (too long for toolcall_lens_body_cap), or not stored
+    # Streamed by mitmproxy and not kept (too long for toolcall_lens_body_cap), or stored without it.
+    if body is None:
         why = (
             "the request's body is not there (mitmproxy streamed it on, its stream_large_bodies; "
             "or it was stored without it)"

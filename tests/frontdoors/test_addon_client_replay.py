@@ -10,7 +10,7 @@ import io
 import json
 import logging
 
-from chat_flows import at_headers, chat_stream, follow_up
+from chat_flows import chat_stream, follow_up, stream_flow
 from mitmproxy import eventsequence
 from mitmproxy import flow as mflow
 from mitmproxy import io as mio
@@ -27,19 +27,11 @@ REQUEST = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "con
 
 
 def _flow(**headers: str):
-    flow = at_headers()
-    flow.request.method, flow.request.url = "POST", URL
-    flow.request.content = json.dumps(REQUEST).encode()
+    flow = stream_flow(REQUEST, URL)
     flow.request.headers["authorization"] = KEY
     for name, value in headers.items():
         flow.request.headers[name.replace("_", "-")] = value
-    _headers_of_a_stream(flow)
     return flow
-
-
-def _headers_of_a_stream(flow) -> None:
-    del flow.response.headers["content-length"]
-    flow.response.headers["content-type"] = "text/event-stream"
 
 
 def _answer(lens, flow, body: bytes) -> None:
@@ -72,8 +64,7 @@ def _replay(lens, flow) -> None:
 
 def _replayed(lens, flow, body: bytes) -> None:
     _replay(lens, flow)
-    flow.response = at_headers().response
-    _headers_of_a_stream(flow)
+    flow.response = stream_flow(REQUEST).response
     _answer(lens, flow, body)
 
 
@@ -86,8 +77,7 @@ def test_a_replay_goes_out_with_the_keys_the_addon_masked_and_is_stored_masked_a
     assert flow.request.headers["authorization"] == KEY
     assert flow.request.headers["x-api-key"] == "sk-ant-api03-SECRETSECRET"
     assert flow.request.query["key"] == "AIzaSyREALKEY0123456789" and flow.request.query["alt"] == "sse"
-    flow.response = at_headers().response
-    _headers_of_a_stream(flow)
+    flow.response = stream_flow(REQUEST).response
     _answer(lens, flow, CLEAN)
     assert flow.request.headers["authorization"] == mask(KEY)
     assert flow.request.headers["x-api-key"] == mask("sk-ant-api03-SECRETSECRET")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 
 import fake_provider
 import openai
-from lab import Process, proxy_argv, start_fake_provider, start_mitmdump
+from lab import Process, proxy_argv, settle, start_fake_provider, start_mitmdump
 from mitmproxy import io as mio
 from weblab import start_mitmweb_proxy
 
@@ -51,14 +50,6 @@ def authorization(flow: dict) -> str:
 
 def records(jsonl) -> list[dict]:
     return [json.loads(line) for line in jsonl.read_bytes().splitlines()]
-
-
-def settle(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return value
 
 
 def test_mitmwebs_replay_sends_the_key_and_each_replay_is_told_apart_from_the_agents_turns(tmp_path):

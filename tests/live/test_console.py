@@ -20,7 +20,7 @@ import time
 
 import openai
 import pyte
-from lab import BIN, ROOT, start_fake_provider
+from lab import BIN, ROOT, settle, start_fake_provider
 from mitmproxy import io as mio
 from weblab import free_port
 
@@ -148,10 +148,7 @@ def test_the_console_shows_the_marker_comment_view_and_report_and_replays_with_t
         )
 
         console.press(b"r")  # Replay
-        deadline = time.monotonic() + 30
-        while not (jsonl.exists() and len(jsonl.read_bytes().splitlines()) == 2):
-            assert time.monotonic() < deadline, console.screen()
-            time.sleep(0.1)
+        settle(lambda: jsonl.exists() and len(jsonl.read_bytes().splitlines()) == 2, what=console.screen)
         first, replayed = (json.loads(line) for line in jsonl.read_bytes().splitlines())
         assert (first["replay"], replayed["replay"]) == (None, "request")
         assert replayed["result"]["session"]["by"] == "replay"

@@ -8,9 +8,8 @@ import hashlib
 import http.client
 import json
 import threading
-import time
 
-from lab import start_mitmdump
+from lab import settle, start_mitmdump
 from mitmproxy import contentviews
 from mitmproxy import io as mio
 from mitmproxy.test import taddons
@@ -36,13 +35,6 @@ def post(port: int, scenario: str, headers: dict | None = None, query: str = "")
     data = response.read()
     conn.close()
     return data, dict(response.getheaders())
-
-
-def wait_until(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def test_no_key_reaches_the_dump_the_export_the_log_or_the_view(provider, tmp_path):
@@ -109,7 +101,7 @@ def test_the_jsonl_export_never_shows_half_a_record(provider, tmp_path):
             client.start()
         for client in clients:
             client.join(60)
-        wait_until(lambda: sum("toolcall-lens POST" in line for line in process.lines) >= 16)
+        settle(lambda: sum("toolcall-lens POST" in line for line in process.lines) >= 16)
     finally:
         stop.set()
         reader.join(10)
