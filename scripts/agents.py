@@ -148,7 +148,7 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
-    servers Codex or Claude Code is given, {name: argv}. ``openai-agents...``: the OpenAI Agents SDK's agent
+    servers the agent is given, {name: argv} (Codex, Claude Code, Gemini CLI, opencode). ``openai-agents...``: the OpenAI Agents SDK's agent
     (SDK_RUNS)."""
     env = isolated_env(home)
     if name in SDK_RUNS:  # its working folder is the one it runs in
@@ -201,6 +201,10 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
             "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
         }
+        if mcp:  # each server trusted: its tools run without a confirmation
+            settings["mcpServers"] = {
+                server: {"command": c[0], "args": c[1:], "trust": True} for server, c in mcp.items()
+            }
         _write(home / ".gemini" / "settings.json", json.dumps(settings, indent=2))
         env |= {
             "GEMINI_API_KEY": "fake-gemini-key",
@@ -223,6 +227,10 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
             "autoupdate": False,
             "share": "disabled",
         }
+        if mcp:
+            config["mcp"] = {
+                server: {"type": "local", "command": c, "enabled": True} for server, c in mcp.items()
+            }
         _write(home / ".config" / "opencode" / "opencode.json", json.dumps(config, indent=2))
         env["OPENCODE_DISABLE_AUTOUPDATE"] = "1"
         return Run([exe, "run", PROMPT], env)

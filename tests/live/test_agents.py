@@ -306,6 +306,44 @@ def test_claude_code_calls_an_mcp_servers_tool_declared_or_loaded_by_its_tool_se
     assert evidence and all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
 
 
+# How each CLI names an MCP server's tool in the tools it declares: Gemini CLI mcp_SERVER_TOOL, opencode
+# SERVER_TOOL (Claude Code's mcp__SERVER__TOOL and Codex's namespace are tested above).
+MCP_NAMES = {"gemini-cli": "mcp_archive_lookup_1", "opencode": "archive_lookup_1"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs(name)) for name in MCP_NAMES])
+def test_gemini_cli_and_opencode_call_an_mcp_servers_tool_under_their_own_names_for_it(name, tmp_path):
+    # The provider calls the MCP server's lookup_1, under the name the agent declared it by, beside the
+    # shell; the agent runs it on the real server (tests/mcp_server.py) and answers it. The addon rebuilt
+    # the call under that name, found it declared and its arguments to its schema (Gemini CLI declares it
+    # with parametersJsonSchema), and matched the follow-up's answer: nothing said but opencode's
+    # interleaving (Gemini sends each call whole).
+    calls_log = tmp_path / "mcp-calls.jsonl"
+    server = [sys.executable, str(ROOT / "tests" / "mcp_server.py"), str(calls_log)]
+    wanted = MCP_NAMES[name]
+    outcome = run_agent(name, tmp_path, None, "--agent-search", wanted, mcp={"archive": server})
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    assert survived(outcome), report
+    assert [json.loads(line) for line in calls_log.read_text().splitlines()] == [
+        {"name": "lookup_1", "arguments": {"key": "k1"}}
+    ], report
+    [turn] = [entry for entry in outcome.sent if entry["answer"] == "calls"]
+    assert wanted in turn["tools"], turn["tools"]
+    shell, lookup = sent_calls(outcome)
+    assert lookup["name"] == wanted
+    rebuilt = [(c["id"], c["name"], as_json(c["arguments"])) for r in outcome.records for c in calls_of(r)]
+    assert rebuilt == [(c["id"], c["name"], json.loads(c["arguments"])) for c in (shell, lookup)]
+    loud = [w["code"] for r in outcome.records for w in r["result"]["warnings"] if w["severity"] == "warning"]
+    assert loud == ([] if name == "gemini-cli" else ["recency-misroute"]), loud
+    codes = {w["code"] for r in outcome.records for w in r["result"]["warnings"]}
+    assert not codes & {"undeclared-tool", "schema-mismatch", "unanswered-call", "unknown-tool-call-id"}, (
+        codes
+    )
+    evidence = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
+    assert evidence and evidence[0]["matched"] == 2, evidence
+    assert all(not e["unanswered"] and not e["unknown"] for e in evidence), evidence
+
+
 @pytest.mark.needs(missing("openai-agents") is None, missing("openai-agents") or "")
 @pytest.mark.parametrize("worker", [False, True], ids=["in-proxy", "worker"])
 @pytest.mark.parametrize("name", ["openai-agents-builtin", "openai-agents-builtin-ws"])
