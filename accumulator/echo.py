@@ -58,7 +58,8 @@ class ObservedCalls:
     back goes. An id that comes again (a provider that numbers each response's calls: ``call_0``,
     kimi-k3's ``list_dir:0``) keeps its earlier calls too, within both bounds: a conversation echoes each
     turn's. The responses whose calls carry no id are kept apart, the newest ``ANONYMOUS_RESPONSES``
-    holding at most ``max_bytes`` more."""
+    holding at most ``max_bytes`` more, with those of the formats whose clients echo calls without their
+    ids (``formats.ECHOED_WITHOUT_IDS``): both are matched by turn, position and name."""
 
     def __init__(self, size: int = DEFAULT_INDEX_SIZE, max_bytes: int = DEFAULT_INDEX_BYTES) -> None:
         self.size = size
@@ -69,8 +70,9 @@ class ObservedCalls:
         self._earlier: dict[str, list[ObservedCall]] = {}
         self._versions = 0
         self._bytes = 0  # the argument characters of every call in _calls and _earlier
-        # Responses whose calls carry no id (Gemini): their calls in order, newest last, matched to a
-        # request's echoes by turn, position and name; with when each ended (None: not known).
+        # Responses whose calls carry no id (Gemini), or whose clients echo none (Ollama): their calls in
+        # order, newest last, matched to a request's echoes by turn, position and name; with when each
+        # ended (None: not known).
         self._anonymous: deque[tuple[str, str, list[ObservedCall], float | None]] = deque(
             maxlen=ANONYMOUS_RESPONSES
         )
@@ -87,12 +89,14 @@ class ObservedCalls:
         the requests checked after they were sent (``examine``'s ``sent``)."""
         ids = []
         anonymous: list[ObservedCall] = []
+        # Calls with ids whose clients echo them without (Ollama's): kept for matching by position too.
+        by_position = result["format"] in formats.ECHOED_WITHOUT_IDS
         for choice in result.get("choices") or ():
             for call in choice["tool_calls"]:
-                if not call["id"]:
+                if not call["id"] or by_position:
                     anonymous.append(
                         ObservedCall(
-                            "",
+                            call["id"] or "",
                             call["name"],
                             call["arguments"],
                             flow_id,
@@ -257,8 +261,9 @@ class ObservedCalls:
     def _match_anonymous(
         self, echoed: list[EchoedCall], format, warnings: WarningLog, sent: float | None = None
     ) -> tuple[int, list[str], list[str]]:
-        """Echoed calls that no id ties to a stream (Gemini streams carry none; Gemini CLI makes its own):
-        each model turn of them is matched to the newest response without ids whose call names hold the
+        """Echoed calls that no id ties to a stream (Gemini streams carry none; Gemini CLI makes its own;
+        Ollama's libraries echo none, of calls streamed with ids): each model turn of them is matched to the
+        newest response without ids (or of a format whose clients echo none) whose call names hold the
         echoed names in order (each echo is then compared with the call of its name, and each call left
         out is a dropped call), or else whose names the echoed ones are glued from (then compared position
         by position). Returns (calls that agree, the earlier flows matched, the calls left out as
@@ -414,9 +419,13 @@ class ObservedCalls:
             if spliced:
                 details["arguments_splice"] = spliced
                 problems[-1] += f" (a splice of the arguments of {', '.join(spliced)})"
+        if call.id is None:  # matched by position and name: the client echoed no id
+            label = f"call {position} ({observed.id or 'no id'}, the client echoed none)"
+        else:
+            label = f"call {call.id}"
         warnings.add(
             "client-misassembled",
-            f"call {call.id}: the client's echo differs from what flow {observed.flow_id} streamed: "
+            f"{label}: the client's echo differs from what flow {observed.flow_id} streamed: "
             + "; ".join(problems),
             id=call.id,
             earlier_flow=observed.flow_id,
@@ -436,16 +445,18 @@ class ObservedCalls:
 
 
 def _dropped(flow_id: str, observed: list, positions, echoed: int, warnings: WarningLog) -> list[str]:
-    """``unanswered-call`` for each of these calls of a response without ids that no echo stands for;
-    returns them as FLOW#POSITION."""
+    """``unanswered-call`` for each of these calls of a response matched by position that no echo stands
+    for; returns their ids, or FLOW#POSITION for a call streamed without one."""
     out = []
     for position in positions:
-        out.append(f"{flow_id}#{position}")
+        call_id = observed[position].id or None
+        out.append(call_id or f"{flow_id}#{position}")
+        named = f" {call_id}" if call_id else ""
         warnings.add(
             "unanswered-call",
             f"the client echoed {echoed} call(s) for the {len(observed)} flow {flow_id} streamed, none of them "
-            f"call {position} ({observed[position].name}): a dropped call",
-            id=None,
+            f"call {position}{named} ({observed[position].name}): a dropped call",
+            id=call_id,
             position=position,
             name=observed[position].name,
             earlier_flow=flow_id,

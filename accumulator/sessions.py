@@ -317,7 +317,7 @@ def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> di
                 else:
                     call["answered"] = None if call["id"] in told.get("cancelled", ()) else False
             else:
-                answer = _answer_of(call, later if call["id"] else later[:1], used)
+                answer = _answer_of(call, later, used)
                 # Never answered: a later turn came and none sent a result for it (a call without an id is
                 # told by its name, in the next turn only; one with neither cannot be told).
                 told_apart = call["id"] or call["name"]
@@ -352,14 +352,22 @@ def session_record(session: Session, loop_after: int = DEFAULT_LOOP_AFTER) -> di
 
 
 def _answer_of(call: dict, later: list[dict], used: set) -> dict | None:
-    """The result a later turn sent for this call: by id; for a call without one (Gemini), the first
-    result of the same name not yet taken."""
-    for turn in later:
-        for position, sent in enumerate(turn["tool_results"]):
-            if call["id"]:
+    """The result a later turn sent for this call: by id; else, in the next turn only, the first result of
+    the call's name not yet taken: any, for a call without an id (Gemini's; Gemini CLI answers under ids
+    of its own making), one without an id for a call with one (Ollama's libraries answer by the tool's
+    name)."""
+    if call["id"]:
+        for turn in later:
+            for sent in turn["tool_results"]:
                 if sent["id"] == call["id"]:
                     return dict(sent, turn=turn["turn"])
-            elif sent.get("name") == call["name"] and (turn["turn"], position) not in used:
+    for turn in later[:1]:
+        for position, sent in enumerate(turn["tool_results"]):
+            if (
+                sent.get("name") == call["name"]
+                and (not call["id"] or sent["id"] is None)
+                and (turn["turn"], position) not in used
+            ):
                 used.add((turn["turn"], position))
                 return dict(sent, turn=turn["turn"])
     return None

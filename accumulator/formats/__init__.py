@@ -48,6 +48,8 @@ FORMATS: dict[str, WireFormat] = {name: wire for name, wire in _ALL.items() if w
 WEBSOCKET_FORMATS: dict[str, WireFormat] = {
     name: wire for name, wire in _ALL.items() if wire.websocket is not None
 }
+# The formats whose clients echo the calls streamed with ids without them (matched by position and name).
+ECHOED_WITHOUT_IDS = frozenset(name for name, wire in _ALL.items() if wire.echoed_without_ids)
 DEFAULT_FORMAT = _MODULES[0].FORMAT.name  # what a body is read as when no format is named
 # (name, how it travels) of each WebSocket format; for sniffing, the WebSocket-only ones first.
 _WEBSOCKETS = [(name, ws) for name, wire in WEBSOCKET_FORMATS.items() if (ws := wire.websocket) is not None]

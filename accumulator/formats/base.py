@@ -107,7 +107,10 @@ class WireFormat:
       call id, size and whether the tool failed). ``usage_asked`` (False: a streamed request that did
       not ask for usage). ``tools_open`` (True: tools may be declared where the request does not show
       them, as a Responses request continuing a stored response whose tool search loaded some: a call
-      to a tool not seen declared is then not judged).
+      to a tool not seen declared is then not judged). ``echoed_without_ids`` (True: its clients echo
+      the calls it streamed without their ids, as the Ollama libraries do, whose tool calls have no id
+      field: its responses' calls are then matched by turn, position and name too, as calls streamed
+      without ids are).
     - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
       fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
       (genai-prices) name it, for a response whose URL names none they know; None for local models.
@@ -134,6 +137,7 @@ class WireFormat:
     genai_operation: str = "chat"
     usage_asked: Callable = _none
     tools_open: Callable = _none
+    echoed_without_ids: bool = False
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
     websocket: WebSocketSupport | None = None
     compiled_paths: tuple = ()

@@ -3,7 +3,11 @@
 Every tool call arrives whole, arguments as an object, so each is a call of its own (``function.index``
 is shown, not trusted: older servers repeat it). ``done: true`` ends the stream, with the token counts;
 its ``done_reason`` stays ``stop`` even when tools were called. Errors come as ``{"error": "..."}`` lines.
-Requests and their echoes have Chat Completions' shape.
+Requests and their echoes have Chat Completions' shape, but Ollama's own libraries (``ollama`` for Python,
+``ollama-js``) keep no id on a tool call: they echo the calls without the ids the stream gave them, and
+answer each with its tool's name (``tool_name``), no id. Chat's request reader, which Ollama shares, reads
+such a result (a field Chat has not), and the echo check matches its calls by position and name too
+(``echoed_without_ids``).
 """
 
 from __future__ import annotations
@@ -96,7 +100,8 @@ FORMAT = WireFormat(
     tools=openai_chat.request_tools,
     parallel=openai_chat.request_parallel,
     forced=openai_chat.request_forced,
-    echoes=openai_chat.request_echoes,
+    echoes=openai_chat.request_echoes,  # which reads its tool results by tool_name too
+    echoed_without_ids=True,
     usage=usage_parts,
     genai_provider="ollama",
     rewrite=RewriteSupport(whole="a line"),

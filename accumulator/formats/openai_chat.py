@@ -582,7 +582,8 @@ def request_forced(request: dict) -> str | None:
 
 
 def request_echoes(request: dict, add_call, add_result) -> None:
-    """``messages[].tool_calls`` and the ``tool_call_id`` of tool results. Cohere and Ollama share it."""
+    """``messages[].tool_calls`` and the ``tool_call_id`` of tool results. Cohere and Ollama share it: a
+    tool result of Ollama's libraries has no ``tool_call_id``, only its tool's name (``tool_name``)."""
     for turn, message in enumerate(message_list(request, "messages"), 1):
         for entry in as_list(message.get("tool_calls")):
             if type(entry) is dict:
@@ -593,6 +594,8 @@ def request_echoes(request: dict, add_call, add_result) -> None:
                 add_call(entry.get("id"), function.get("name"), function.get("arguments"), turn)
         if type(message.get("tool_call_id")) is str:
             add_result(message["tool_call_id"], message.get("content"), None)  # no failure flag in this shape
+        elif type(message.get("tool_name")) is str:
+            add_result(None, message.get("content"), None, message["tool_name"])
 
 
 def _sniff(event, obj) -> bool:

@@ -807,3 +807,76 @@ def test_a_glued_gemini_echo_between_right_ones_is_the_only_one_flagged():
         ("client-misassembled", 1, ["read_file", "web_fetch"])
     ]
     assert evidence["matched"] == 2 and evidence["unanswered"] == []
+
+
+# Ollama's native stream names each call (`call_...`), but its own libraries keep no id on a tool call:
+# the ollama Python library's next request echoes the calls without them and answers each by its tool's
+# name (tests/live/test_e2e_sdks.py runs the library itself).
+OLLAMA_CALLS = [("get_weather", {"city": "Paris"}), ("get_time", {"tz": "Europe/Paris"})]
+OLLAMA_STREAM = analyze(
+    b"".join(
+        json.dumps(
+            {
+                "model": "qwen3:8b",
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": f"call_{n}x", "function": {"index": n, "name": name, "arguments": args}}
+                    ],
+                },
+                "done": False,
+            }
+        ).encode()
+        + b"\n"
+        for n, (name, args) in enumerate(OLLAMA_CALLS)
+    )
+    + b'{"model":"qwen3:8b","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}\n',
+    "ollama-chat",
+)
+
+
+def ollama_follow_up(calls: list[tuple[str, dict]], with_ids: bool = False) -> bytes:
+    """The ollama library's next request: the assistant message's calls (no ids), a tool message each."""
+    echoed = [
+        {"function": {"name": name, "arguments": args}} | ({"id": f"call_{n}x"} if with_ids else {})
+        for n, (name, args) in enumerate(calls)
+    ]
+    messages = [
+        {"role": "user", "content": "weather and time in Paris"},
+        {"role": "assistant", "content": "", "tool_calls": echoed},
+        *({"role": "tool", "content": "ok", "tool_name": name} for name, _ in calls),
+    ]
+    return json.dumps({"model": "qwen3:8b", "messages": messages, "stream": True}).encode()
+
+
+def test_ollama_echoes_without_the_streamed_ids_are_matched_by_position_and_name():
+    assert [c["id"] for c in OLLAMA_STREAM["choices"][0]["tool_calls"]] == ["call_0x", "call_1x"]
+    warnings, evidence = observed(OLLAMA_STREAM).examine(ollama_follow_up(OLLAMA_CALLS), "ollama-chat")
+    assert warnings == [] and evidence["reason"] is None
+    assert evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]
+    # Echoed with the ids (a client that keeps them): matched by id, once.
+    warnings, evidence = observed(OLLAMA_STREAM).examine(ollama_follow_up(OLLAMA_CALLS, True), "ollama-chat")
+    assert warnings == [] and evidence["matched"] == 2 and evidence["earlier_flows"] == ["flow-0"]
+
+
+def test_an_ollama_client_that_drops_or_changes_a_call_is_caught_naming_the_streamed_id():
+    warnings, evidence = observed(OLLAMA_STREAM).examine(ollama_follow_up(OLLAMA_CALLS[:1]), "ollama-chat")
+    assert [(w["code"], w["id"], w["name"], w["position"]) for w in warnings] == [
+        ("unanswered-call", "call_1x", "get_time", 1)
+    ]
+    assert "call 1 call_1x (get_time)" in warnings[0]["message"]
+    assert evidence["unanswered"] == ["call_1x"] and evidence["matched"] == 1
+    wrong = [OLLAMA_CALLS[0], ("get_time", {"tz": "Europe/Berlin"})]
+    warnings, evidence = observed(OLLAMA_STREAM).examine(ollama_follow_up(wrong), "ollama-chat")
+    [found] = warnings
+    assert (found["code"], found["position"], found["id"]) == ("client-misassembled", 1, None)
+    assert found["message"].startswith("call 1 (call_1x, the client echoed none): the client's echo differs")
+    assert evidence["matched"] == 1
+
+
+def test_a_chat_echo_without_ids_is_not_matched_by_position_with_calls_streamed_with_ids():
+    # Chat clients keep the ids they were given: an echo without one is a history from elsewhere.
+    echo = [{"id": None, **{k: v for k, v in call.items() if k != "id"}} for call in RIGHT]
+    warnings, evidence = observed(PRODUCTION).examine(chat_follow_up(echo, []), "openai-chat")
+    assert warnings == [] and evidence["earlier_flows"] == [] and evidence["reason"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 
+import orjson
 from chat_flows import chat_stream, follow_up
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -236,6 +237,47 @@ def test_gemini_calls_without_ids_are_answered_by_name_in_the_next_turn():
     assert read["answered"] is True and read["result"]["error"] is True
     assert shell["answered"] is False
     assert "ERROR" in format_session(sessions.record(sessions.get("g")))
+
+
+def test_ollama_calls_echoed_without_ids_join_the_session_and_are_answered_by_tool_name():
+    # Ollama streams each call with an id; its libraries echo the calls without and answer each by its
+    # tool's name (tool_name): the next turn is the same conversation, and the call it answered is.
+    def line(message: dict, done: bool = False) -> bytes:
+        return orjson.dumps({"model": "qwen3:8b", "message": {"role": "assistant", "content": "", **message}, "done": done}) + b"\n"  # fmt: skip
+
+    calls = [("call_w", "get_weather", {"city": "Paris"}), ("call_t", "get_time", {"tz": "Europe/Paris"})]
+    stream = b"".join(
+        line({"tool_calls": [{"id": i, "function": {"index": n, "name": name, "arguments": args}}]})
+        for n, (i, name, args) in enumerate(calls)
+    ) + line({}, done=True)
+    request = {
+        "model": "qwen3:8b",
+        "messages": [
+            {"role": "user", "content": "weather and time"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": n, "arguments": a}} for _, n, a in calls],
+            },
+            {"role": "tool", "content": "18 C", "tool_name": "get_weather"},
+        ],
+    }
+    sessions, observed = Sessions(), ObservedCalls()
+    first = analyze(stream, "ollama-chat")
+    sessions.place(first, "o1")
+    observed.record(first, "o1")
+    second = analyze(line({}, done=True), "ollama-chat")
+    add_evidence(second, *observed.examine(request, "ollama-chat"))
+    sessions.place(second, "o2", tool_results=tool_results(request, "ollama-chat"))
+    assert (second["session"]["id"], second["session"]["by"]) == ("o1", "the conversation of flow o1")
+    assert second["session"]["tool_results"] == [
+        {"id": None, "size": 4, "error": None, "name": "get_weather"}
+    ]
+    weather, time = sessions.record(sessions.get("o1"))["turns"][0]["calls"]
+    assert weather["answered"] is True and weather["result"]["turn"] == 2
+    # The time was echoed and never answered: a result of that name, not of the other.
+    assert time["answered"] is False
+    assert [w["code"] for w in second["warnings"]] == []
 
 
 def test_tool_results_read_from_every_request_shape_with_size_and_failure():
