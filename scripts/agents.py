@@ -4,7 +4,9 @@ local provider with its own HOME and config. `.ci/run` installs them; tests/live
 Beside them, an agent built on a Python SDK, the OpenAI Agents SDK (`openai-agents`, pinned with the test
 extras in pyproject.toml), run by tests/openai_agents_client.py (SDK_RUNS): with two function tools over
 Responses and over Chat Completions (how the SDK is used with other providers), and with OpenAI's built-in
-shell and patch tools over Responses, by HTTP and by WebSocket.
+shell and patch tools over Responses, by HTTP and by WebSocket. And a LangChain agent (`langchain`,
+`langchain-openai`, pinned there too), run by tests/langchain_client.py (LANGCHAIN_RUNS): over Chat
+Completions and over Responses.
 
     python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
     python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing
@@ -45,6 +47,11 @@ SDK_RUNS = {
     "openai-agents-builtin-ws": ("websocket", "builtin"),
 }
 SDK_CLIENT = Path(__file__).resolve().parent.parent / "tests" / "openai_agents_client.py"
+# A LangChain agent (`create_agent`, LangGraph's tool loop) on langchain-openai's ChatOpenAI, streamed, with
+# the same two function tools (pinned with the test extras), run by this client: {run name: the API}.
+LANGCHAIN_PACKAGES = ("langchain", "langchain-openai")
+LANGCHAIN_RUNS = {"langchain": "chat", "langchain-responses": "responses"}
+LANGCHAIN_CLIENT = SDK_CLIENT.parent / "langchain_client.py"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
 PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
 # The file the fake provider has each agent read (`--agent-file`), in the agent's working directory.
@@ -65,11 +72,12 @@ def binary(name: str) -> Path:
 
 def missing(name: str) -> str | None:
     """Why the agent cannot run here, or None."""
-    if name == SDK_PACKAGE:
-        try:
-            metadata.version(SDK_PACKAGE)
-        except metadata.PackageNotFoundError:
-            return f"{SDK_PACKAGE} is not installed (the test extras: pip install -e '.[dev]')"
+    if name in (SDK_PACKAGE, "langchain"):
+        for package in (SDK_PACKAGE,) if name == SDK_PACKAGE else LANGCHAIN_PACKAGES:
+            try:
+                metadata.version(package)
+            except metadata.PackageNotFoundError:
+                return f"{package} is not installed (the test extras: pip install -e '.[dev]')"
         return None
     if shutil.which("npm") is None or shutil.which("node") is None:
         return "node and npm are not on PATH"
@@ -149,11 +157,13 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
     servers the agent is given, {name: argv} (Codex, Claude Code, Gemini CLI, opencode). ``openai-agents...``: the OpenAI Agents SDK's agent
-    (SDK_RUNS)."""
+    (SDK_RUNS); ``langchain...``: the LangChain agent (LANGCHAIN_RUNS)."""
     env = isolated_env(home)
     if name in SDK_RUNS:  # its working folder is the one it runs in
         api, tools = SDK_RUNS[name]
         return Run([sys.executable, str(SDK_CLIENT), f"{base}/v1", "--api", api, "--tools", tools], env)
+    if name in LANGCHAIN_RUNS:
+        return Run([sys.executable, str(LANGCHAIN_CLIENT), f"{base}/v1", "--api", LANGCHAIN_RUNS[name]], env)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
     if name == "claude-code":
@@ -246,6 +256,7 @@ RUNS: dict[str, str] = {
     "opencode": "opencode",
     "openai-agents": SDK_PACKAGE,
     "openai-agents-chat": SDK_PACKAGE,
+    "langchain": "langchain",
 }
 
 
@@ -266,6 +277,12 @@ def main(argv: list[str]) -> int:
         for name in AGENTS:
             print(f"{name}: {missing(name) or binary(name)}")
         print(f"{SDK_PACKAGE}: {missing(SDK_PACKAGE) or metadata.version(SDK_PACKAGE)} (the test extras)")
+        versions = (
+            ", ".join(f"{p} {metadata.version(p)}" for p in LANGCHAIN_PACKAGES)
+            if not missing("langchain")
+            else ""
+        )
+        print(f"langchain: {missing('langchain') or versions} (the test extras)")
         return 0
     print(__doc__, file=sys.stderr)
     return 2

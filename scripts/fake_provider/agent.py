@@ -14,7 +14,8 @@ that declares OpenAI's built-in `shell` tool by its type (the client runs it: no
 one; the OpenAI Agents SDK's ShellTool) and no shell function gets a built-in shell call instead, and, where
 it declares the built-in `apply_patch` tool, a built-in patch adding PATCHED for the second call (else a
 second shell call cat-ing the file). A request that carries tool results, or declares no tool (a title, a
-summary), gets a final text. GET /agent lists every answer made."""
+summary), gets a final text. GET /agent lists every answer made, with the tool results and the calls (by
+id, their names) each request sent back."""
 
 from __future__ import annotations
 
@@ -125,6 +126,37 @@ def tool_results(payload: dict) -> list[str]:
             elif isinstance(part.get("functionResponse"), dict):  # Gemini
                 ids.append(part["functionResponse"].get("id") or part["functionResponse"].get("name"))
     return [str(i) for i in ids]
+
+
+def echoed_names(payload: dict) -> dict[str, str]:
+    """{call id: name} of the calls a request of any format echoes back (a call without an id: left out):
+    what the agent says it ran, beside the results it sends."""
+    found: dict[str, str] = {}
+
+    def add(call_id, name) -> None:
+        if isinstance(call_id, str) and call_id and isinstance(name, str):
+            found[call_id] = name
+
+    for item in _items(payload):
+        if not isinstance(item, dict):
+            continue
+        for call in item.get("tool_calls") if isinstance(item.get("tool_calls"), list) else ():
+            if isinstance(call, dict):  # Chat, Cohere, Ollama
+                body = call.get("function") if isinstance(call.get("function"), dict) else call.get("custom")
+                add(call.get("id"), (body or {}).get("name") if isinstance(body, dict) else None)
+        if item.get("type") in ("function_call", "custom_tool_call"):  # Responses
+            add(item.get("call_id"), item.get("name"))
+        parts = item.get("content") if isinstance(item.get("content"), list) else item.get("parts")
+        for part in parts if isinstance(parts, list) else ():
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "tool_use":  # Anthropic
+                add(part.get("id"), part.get("name"))
+            elif isinstance(part.get("toolUse"), dict):  # Bedrock Converse
+                add(part["toolUse"].get("toolUseId"), part["toolUse"].get("name"))
+            elif isinstance(part.get("functionCall"), dict):  # Gemini (an id only where the client made one)
+                add(part["functionCall"].get("id"), part["functionCall"].get("name"))
+    return found
 
 
 def _arguments(schema: dict, key_names: tuple[str, ...], value: str, extra: dict) -> dict:
@@ -292,6 +324,7 @@ def render(fmt: str, payload: dict) -> Render:
             "answer": why,
             "tools": sorted(tools),
             "results": results,
+            "echoed": echoed_names(payload),
             "calls": [{"id": b.id or None, "name": b.name, "arguments": b.full} for b in rendered.calls],
         }
     )

@@ -26,7 +26,10 @@ REQUEST_HEADERS: dict[str, tuple[str, str]] = {
         "|".join(CHUNKINGS),
         "each event also cut inside `data:`, inside characters and between CR and LF, a write a piece",
     ),
-    "X-Fake-Framing": ("|".join(FRAMINGS), "length: a Content-Length body; chunked: chunks (a stream's default; a message's when asked)"),
+    "X-Fake-Framing": (
+        "|".join(FRAMINGS),
+        "length: a Content-Length body; chunked: chunks (a stream's default; a message's when asked)",
+    ),
     "X-Fake-Fault": ("|".join(FAULTS), "make the delivery go wrong (the faults below)"),
     "X-Fake-Size": (
         "BYTES (up to 16 GiB)",
@@ -116,7 +119,7 @@ def epilog(websocket: bool = True) -> str:
     lines += [
         "",
         "other routes: GET /health, GET /v1/models (the scenarios), GET /release (lets `gated` streams go on),",
-        "GET /agent (every answer of the `agent` scenario: the calls sent, the tool results received).",
+        "GET /agent (every answer of the `agent` scenario: the calls sent, the tool results and the echoed calls received).",
         "Streamed answers carry X-Scenario, X-Body-SHA256 and X-Decoded-SHA256 (the full body's hashes, as",
         "sent and decoded) and X-Received-Credentials-SHA256 (a hash of the API keys that arrived).",
     ]

@@ -123,14 +123,23 @@ def follow_ups(outcome: Outcome) -> list[dict]:
 
 
 def survived(outcome: Outcome) -> bool:
-    """It finished with the final text, after a follow-up that carried a result for each call sent."""
+    """It finished with the final text, after a follow-up that carried a result for each call sent, and
+    echoed no call it was sent under another name: an agent that answers a call by its id but built its
+    name wrong (`bashbashbash`, from a name sent again on every delta) ran no such tool, and answers with
+    the error its tool loop made of it."""
     sent = sent_calls(outcome)
     ids = {call["id"] for call in sent}
     if None in ids:  # calls without ids (Gemini): the agent answers them under ids of its own making
         answered = any(len(entry["results"]) >= len(sent) for entry in follow_ups(outcome))
     else:
         answered = any(ids <= set(entry["results"]) for entry in follow_ups(outcome))
-    return outcome.done.returncode == 0 and FINAL_TEXT in outcome.done.stdout and answered
+    names = {call["id"]: call["name"] for call in sent if call["id"]}
+    faithful = all(
+        entry.get("echoed", {}).get(call_id, name) == name
+        for entry in follow_ups(outcome)
+        for call_id, name in names.items()
+    )
+    return outcome.done.returncode == 0 and FINAL_TEXT in outcome.done.stdout and answered and faithful
 
 
 def echoed(outcome: Outcome) -> list[tuple]:
@@ -375,6 +384,29 @@ def test_the_agents_sdks_built_in_shell_and_patch_are_rebuilt_declared_answered(
     else:  # the request after them echoed both calls as streamed and answered both
         (evidence,) = [r["result"]["evidence"] for r in outcome.records if (r["result"].get("evidence") or {}).get("earlier_flows")]  # fmt: skip
         assert evidence["matched"] == 2 and evidence["unanswered"] == [] and evidence["unknown"] == []
+
+
+@pytest.mark.parametrize("name", [pytest.param("langchain-responses", marks=needs("langchain"))])
+def test_langchain_over_responses_breaks_on_interleaved_calls_the_addon_says_why_serialize_mends_it(
+    name, tmp_path
+):
+    # langchain-openai's Responses path starts a new call whenever a delta's output_index differs from the
+    # last one's: an interleaved delta of the first call becomes a third call, without id or name, and
+    # LangGraph's tool loop fails on it (a ToolMessage needs a tool_call_id). The provider's calls come
+    # interleaved: the agent never gets to a follow-up. The addon rebuilt both calls by item and says the
+    # stream breaks recency routing; with toolcall_lens_repair=serialize the same agent finishes.
+    outcome = run_agent(name, tmp_path)
+    assert not survived(outcome) and outcome.done.returncode != 0
+    assert "tool_call_id" in outcome.done.stderr, outcome.done.stderr[-3000:]
+    assert follow_ups(outcome) == []
+    [record] = [r for r in outcome.records if calls_of(r)]
+    sent = [{**call, "arguments": json.loads(call["arguments"])} for call in sent_calls(outcome)]
+    assert rebuilt_calls(outcome) == sent
+    assert [w["code"] for w in record["result"]["warnings"]] == ["recency-misroute"]
+    mended = run_agent(name, tmp_path / "serialized", options=("toolcall_lens_repair=serialize",))
+    report = f"stdout:\n{mended.done.stdout}\nstderr:\n{mended.done.stderr[-3000:]}"
+    assert survived(mended), report
+    assert sorted(t["tool"] for t in json.loads(mended.done.stdout)["done"]) == ["read_file", "shell"], report
 
 
 def table() -> dict[tuple[str, str], str]:
