@@ -4,9 +4,9 @@ local provider with its own HOME and config. `.ci/run` installs them; tests/live
 Beside them, an agent built on a Python SDK, the OpenAI Agents SDK (`openai-agents`, pinned with the test
 extras in pyproject.toml), run by tests/openai_agents_client.py (SDK_RUNS): with two function tools over
 Responses and over Chat Completions (how the SDK is used with other providers), and with OpenAI's built-in
-shell and patch tools over Responses, by HTTP and by WebSocket. And a LangChain agent (`langchain`,
-`langchain-openai`, pinned there too), run by tests/langchain_client.py (LANGCHAIN_RUNS): over Chat
-Completions and over Responses.
+shell and patch tools over Responses, by HTTP and by WebSocket. And agents of two Python frameworks
+(FRAMEWORKS, pinned there too), each run by a client of its own over Chat Completions and over Responses
+(FRAMEWORK_RUNS): LangChain (tests/langchain_client.py) and Pydantic AI (tests/pydantic_ai_client.py).
 
     python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
     python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing
@@ -47,11 +47,27 @@ SDK_RUNS = {
     "openai-agents-builtin-ws": ("websocket", "builtin"),
 }
 SDK_CLIENT = Path(__file__).resolve().parent.parent / "tests" / "openai_agents_client.py"
-# A LangChain agent (`create_agent`, LangGraph's tool loop) on langchain-openai's ChatOpenAI, streamed, with
-# the same two function tools (pinned with the test extras), run by this client: {run name: the API}.
-LANGCHAIN_PACKAGES = ("langchain", "langchain-openai")
-LANGCHAIN_RUNS = {"langchain": "chat", "langchain-responses": "responses"}
-LANGCHAIN_CLIENT = SDK_CLIENT.parent / "langchain_client.py"
+
+
+class Framework(NamedTuple):
+    packages: tuple[str, ...]  # on PyPI, pinned with the test extras
+    client: Path  # the agent, run in the tests' interpreter: BASE_URL --api chat|responses
+
+
+# Agent frameworks in Python, each agent streamed with the same two function tools (bash, read_file).
+FRAMEWORKS: dict[str, Framework] = {
+    # `create_agent` (LangGraph's tool loop) on langchain-openai's ChatOpenAI
+    "langchain": Framework(("langchain", "langchain-openai"), SDK_CLIENT.parent / "langchain_client.py"),
+    # An Agent on its OpenAIChatModel or OpenAIResponsesModel
+    "pydantic-ai": Framework(("pydantic-ai-slim",), SDK_CLIENT.parent / "pydantic_ai_client.py"),
+}
+# {run name: (framework, the API its model speaks)}
+FRAMEWORK_RUNS = {
+    "langchain": ("langchain", "chat"),
+    "langchain-responses": ("langchain", "responses"),
+    "pydantic-ai": ("pydantic-ai", "chat"),
+    "pydantic-ai-responses": ("pydantic-ai", "responses"),
+}
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
 PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
 # The file the fake provider has each agent read (`--agent-file`), in the agent's working directory.
@@ -72,8 +88,8 @@ def binary(name: str) -> Path:
 
 def missing(name: str) -> str | None:
     """Why the agent cannot run here, or None."""
-    if name in (SDK_PACKAGE, "langchain"):
-        for package in (SDK_PACKAGE,) if name == SDK_PACKAGE else LANGCHAIN_PACKAGES:
+    if name == SDK_PACKAGE or name in FRAMEWORKS:
+        for package in (SDK_PACKAGE,) if name == SDK_PACKAGE else FRAMEWORKS[name].packages:
             try:
                 metadata.version(package)
             except metadata.PackageNotFoundError:
@@ -157,13 +173,14 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
     servers the agent is given, {name: argv} (Codex, Claude Code, Gemini CLI, opencode). ``openai-agents...``: the OpenAI Agents SDK's agent
-    (SDK_RUNS); ``langchain...``: the LangChain agent (LANGCHAIN_RUNS)."""
+    (SDK_RUNS); ``langchain...``, ``pydantic-ai...``: a framework's agent (FRAMEWORK_RUNS)."""
     env = isolated_env(home)
     if name in SDK_RUNS:  # its working folder is the one it runs in
         api, tools = SDK_RUNS[name]
         return Run([sys.executable, str(SDK_CLIENT), f"{base}/v1", "--api", api, "--tools", tools], env)
-    if name in LANGCHAIN_RUNS:
-        return Run([sys.executable, str(LANGCHAIN_CLIENT), f"{base}/v1", "--api", LANGCHAIN_RUNS[name]], env)
+    if name in FRAMEWORK_RUNS:
+        framework, api = FRAMEWORK_RUNS[name]
+        return Run([sys.executable, str(FRAMEWORKS[framework].client), f"{base}/v1", "--api", api], env)
     agent = "codex" if name.startswith("codex") else name
     exe = str(binary(agent))
     if name == "claude-code":
@@ -257,6 +274,7 @@ RUNS: dict[str, str] = {
     "openai-agents": SDK_PACKAGE,
     "openai-agents-chat": SDK_PACKAGE,
     "langchain": "langchain",
+    "pydantic-ai": "pydantic-ai",
 }
 
 
@@ -277,12 +295,10 @@ def main(argv: list[str]) -> int:
         for name in AGENTS:
             print(f"{name}: {missing(name) or binary(name)}")
         print(f"{SDK_PACKAGE}: {missing(SDK_PACKAGE) or metadata.version(SDK_PACKAGE)} (the test extras)")
-        versions = (
-            ", ".join(f"{p} {metadata.version(p)}" for p in LANGCHAIN_PACKAGES)
-            if not missing("langchain")
-            else ""
-        )
-        print(f"langchain: {missing('langchain') or versions} (the test extras)")
+        for name, framework in FRAMEWORKS.items():
+            why = missing(name)
+            versions = why or ", ".join(f"{p} {metadata.version(p)}" for p in framework.packages)
+            print(f"{name}: {versions} (the test extras)")
         return 0
     print(__doc__, file=sys.stderr)
     return 2
