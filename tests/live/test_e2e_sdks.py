@@ -1,7 +1,8 @@
 """The official SDKs of the formats the other end-to-end tests drive with raw HTTP: boto3 (Bedrock's
 ConverseStream and InvokeModelWithResponseStream, whose binary event stream it parses, checksums and all),
-cohere (v2 chat), ollama (its native /api/chat) and google-genai (generateContent streamed), each through a
-real mitmdump with the addon in front of the fake provider.
+the anthropic SDK's Bedrock client (InvokeModelWithResponseStream, its own decoder), cohere (v2 chat),
+ollama (its native /api/chat) and google-genai (generateContent streamed), each through a real mitmdump
+with the addon in front of the fake provider.
 
 Each SDK runs two turns of an agent's loop: a streamed turn with two tool calls, the calls put together
 from the SDK's own events (by the identity each event carries, as a correct client does), then the next
@@ -17,6 +18,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import anthropic
 import boto3
 import cohere
 import fake_provider as fp
@@ -101,6 +103,32 @@ def invoke(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
     return [(u["id"], u["name"], u["input"]) for u in uses], follow_up
 
 
+def anthropic_bedrock(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+    # The anthropic SDK's own Bedrock client: its own event-stream decoder, its own accumulator.
+    client = anthropic.AnthropicBedrock(
+        aws_region="us-east-1",
+        aws_access_key="AKIAFAKEFAKEFAKE",
+        aws_secret_key="fake-secret",
+        base_url=base,
+        max_retries=0,
+    )
+    tools = [{"name": n, "input_schema": {"type": "object"}} for n in NAMES]
+    messages: list[dict] = [{"role": "user", "content": QUESTION}]
+    with client.messages.stream(model=model, max_tokens=1024, messages=messages, tools=tools) as stream:
+        message = stream.get_final_message()
+    uses = [block for block in message.content if block.type == "tool_use"]
+
+    def follow_up() -> None:
+        results = [{"type": "tool_result", "tool_use_id": u.id, "content": "ok"} for u in uses]
+        messages.extend(
+            [{"role": "assistant", "content": message.content}, {"role": "user", "content": results}]
+        )
+        with client.messages.stream(model=model, max_tokens=1024, messages=messages, tools=tools) as stream:
+            stream.get_final_message()
+
+    return [(u.id, u.name, u.input) for u in uses], follow_up
+
+
 def cohere_v2(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
     client = cohere.ClientV2(api_key="fake-key", base_url=base)
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in NAMES]
@@ -172,6 +200,7 @@ def gemini(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
 SDKS: dict[str, tuple[str, Callable]] = {  # run: (its format, the SDK's two turns)
     "boto3-converse": ("bedrock-converse", converse),
     "boto3-invoke": ("bedrock-invoke", invoke),
+    "anthropic-bedrock": ("bedrock-invoke", anthropic_bedrock),
     "cohere": ("cohere-v2", cohere_v2),
     "ollama": ("ollama-chat", ollama_chat),
     "google-genai": ("gemini", gemini),
