@@ -3,9 +3,10 @@
 Every tool call arrives whole, arguments as an object, so each is a call of its own (``function.index``
 is shown, not trusted: older servers repeat it). ``done: true`` ends the stream, with the token counts;
 its ``done_reason`` stays ``stop`` even when tools were called. Errors come as ``{"error": "..."}`` lines.
-Requests and their echoes have Chat Completions' shape, but Ollama's own libraries (``ollama`` for Python,
-``ollama-js``) keep no id on a tool call: they echo the calls without the ids the stream gave them, and
-answer each with its tool's name (``tool_name``), no id. Chat's request reader, which Ollama shares, reads
+Requests and their echoes have Chat Completions' shape, but Ollama's own libraries have no id on a tool
+call (``ollama`` for Python drops it; ``ollama-js``'s types have none, so code built on them drops it): a
+client echoes the calls without the ids the stream gave them, and answers each with its tool's name
+(``tool_name``), no id. Chat's request reader, which Ollama shares, reads
 such a result (a field Chat has not), and the echo check matches its calls by position and name too
 (``echoed_without_ids``).
 """
