@@ -54,7 +54,7 @@ OPTIONS: tuple[tuple[str, type, object, str], ...] = (
      "Tool calls remembered from recent responses (least recently used out), to check the client's echoes."),
     ("index_bytes", int, DEFAULT_INDEX_BYTES,
      ("Argument characters the tool calls remembered for echo checks may hold (least recently used out "
-      "first; calls without ids, Gemini's, as much again): big arguments, such as a file's content, are "
+      "first; calls matched by position, Gemini's and Ollama's, as much again): big arguments, such as a file's content, are "
       "remembered in fewer calls.")),
     ("websocket_keep", int, 1000,
      ("Messages kept on an LLM WebSocket flow once analysed; older ones are dropped (counted, with a note) "
