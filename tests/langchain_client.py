@@ -5,7 +5,7 @@ ChatOpenAI against a local provider, streamed, one task.
 
 `--api chat`: ChatOpenAI over Chat Completions (how LangChain is used with most providers and local
 servers); `--api responses`: the same over the Responses API (`use_responses_api=True`). Two tools, `bash`
-(a command run in WORKDIR) and `read_file` (a path in it). The model is `agent`, the fake provider's
+(a command run in WORKDIR) and `read_file` (a path in it; tests/agent_tools.py). The model is `agent`, the fake provider's
 scenario for real agents; the agent's messages are streamed (`stream_mode="messages"`), so ChatOpenAI puts
 each call together from the stream's chunks, as an agent that shows its progress does. Prints, as JSON,
 what its tools did and the agent's final answer; a run LangChain refuses ends with its exception and a
@@ -14,40 +14,15 @@ non-zero status.
 
 from __future__ import annotations
 
-import argparse
-import json
-import subprocess
-from pathlib import Path
-
+from agent_tools import Workdir, arguments
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("base_url")
-    parser.add_argument("--dir", default=".")
-    parser.add_argument("--api", choices=("chat", "responses"), default="chat")
-    options = parser.parse_args()
-    workdir = Path(options.dir)
-    done: list[dict] = []
-
-    @tool
-    def bash(command: str) -> str:
-        """Run a shell command in the working folder."""
-        ran = subprocess.run(
-            command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, check=False
-        )
-        done.append({"tool": "shell", "command": command, "exit": ran.returncode})
-        return ran.stdout + ran.stderr
-
-    @tool
-    def read_file(path: str) -> str:
-        """Read a file."""
-        done.append({"tool": "read_file", "path": path})
-        return (workdir / path).read_text()
-
+    options = arguments(("chat", "responses"))
+    workdir = Workdir(options.dir)
     model = ChatOpenAI(
         model="agent",
         base_url=options.base_url,
@@ -56,13 +31,14 @@ def main() -> None:
         max_retries=0,
         use_responses_api=options.api == "responses",
     )
-    agent = create_agent(model, tools=[bash, read_file], system_prompt="Use the tools.")
+    tools = [tool(function) for function in workdir.tools()]
+    agent = create_agent(model, tools=tools, system_prompt="Use the tools.")
     final = ""
     task = {"messages": [{"role": "user", "content": "Say hi and read notes.txt, both at once."}]}
     for chunk, _ in agent.stream(task, stream_mode="messages"):
         if chunk.type == "AIMessageChunk" and not chunk.tool_call_chunks:
             final += chunk.text
-    print(json.dumps({"done": done, "final": final}))
+    workdir.report(final)
 
 
 if __name__ == "__main__":

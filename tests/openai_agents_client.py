@@ -15,12 +15,9 @@ run the SDK refuses ends with its exception and a non-zero status. A process of 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import subprocess
-from pathlib import Path
 
+from agent_tools import Workdir, arguments
 from agents import (
     Agent,
     ApplyPatchTool,
@@ -37,24 +34,13 @@ from openai import AsyncOpenAI
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("base_url")
-    parser.add_argument("--dir", default=".")
-    parser.add_argument("--api", choices=("responses", "chat", "websocket"), default="responses")
-    parser.add_argument("--tools", choices=("builtin", "functions"), default="builtin")
-    options = parser.parse_args()
-    workdir = Path(options.dir)
-    done: list[dict] = []
-
-    def run(command: str) -> str:
-        ran = subprocess.run(
-            command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, check=False
-        )
-        done.append({"tool": "shell", "command": command, "exit": ran.returncode})
-        return ran.stdout + ran.stderr
+    tools_option = ("--tools", {"choices": ("builtin", "functions"), "default": "builtin"})
+    options = arguments(("responses", "chat", "websocket"), tools_option)
+    work = Workdir(options.dir)
+    workdir, done = work.path, work.done
 
     def shell(request) -> str:
-        return "".join(run(command) for command in request.data.action.commands)
+        return "".join(work.run(command) for command in request.data.action.commands)
 
     class Editor:
         def create_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
@@ -73,17 +59,6 @@ def main() -> None:
             done.append({"tool": "apply_patch", "operation": operation.type, "path": operation.path})
             return ApplyPatchResult(output=f"deleted {operation.path}")
 
-    @function_tool
-    def bash(command: str) -> str:
-        """Run a shell command in the working folder."""
-        return run(command)
-
-    @function_tool
-    def read_file(path: str) -> str:
-        """Read a file."""
-        done.append({"tool": "read_file", "path": path})
-        return (workdir / path).read_text()
-
     set_tracing_disabled(True)
     client = AsyncOpenAI(base_url=options.base_url, api_key="sk-test-openai-agents", max_retries=0)
     provider = OpenAIProvider(
@@ -94,7 +69,7 @@ def main() -> None:
     tools = (
         [ShellTool(executor=shell), ApplyPatchTool(editor=Editor())]
         if options.tools == "builtin"
-        else [bash, read_file]
+        else [function_tool(function) for function in work.tools()]
     )
     agent = Agent(name="builder", instructions="Use the tools.", model="agent", tools=tools)
 
@@ -105,8 +80,7 @@ def main() -> None:
             pass
         return str(streamed.final_output)
 
-    final = asyncio.run(turn())
-    print(json.dumps({"done": done, "final": final}))
+    work.report(asyncio.run(turn()))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 `--api chat`: its OpenAIChatModel (Chat Completions: how Pydantic AI is used with most providers and local
 servers); `--api responses`: its OpenAIResponsesModel. Two tools, `bash` (a command run in WORKDIR) and
-`read_file` (a path in it). The model is `agent`, the fake provider's scenario for real agents; the run is
+`read_file` (a path in it; tests/agent_tools.py). The model is `agent`, the fake provider's scenario for real agents; the run is
 streamed (`run_stream_events`), so Pydantic AI puts each call together from the stream's deltas. Prints, as
 JSON, what its tools did and the agent's final answer; a run Pydantic AI refuses ends with its exception
 and a non-zero status.
@@ -12,44 +12,22 @@ and a non-zero status.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import subprocess
-from pathlib import Path
 
+from agent_tools import Workdir, arguments
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("base_url")
-    parser.add_argument("--dir", default=".")
-    parser.add_argument("--api", choices=("chat", "responses"), default="chat")
-    options = parser.parse_args()
-    workdir = Path(options.dir)
-    done: list[dict] = []
-
+    options = arguments(("chat", "responses"))
+    workdir = Workdir(options.dir)
     provider = OpenAIProvider(base_url=options.base_url, api_key="sk-test-pydantic-ai")
     model_class = OpenAIResponsesModel if options.api == "responses" else OpenAIChatModel
     agent = Agent(model_class("agent", provider=provider), instructions="Use the tools.")
-
-    @agent.tool_plain
-    def bash(command: str) -> str:
-        """Run a shell command in the working folder."""
-        ran = subprocess.run(
-            command, shell=True, cwd=workdir, capture_output=True, text=True, timeout=30, check=False
-        )
-        done.append({"tool": "shell", "command": command, "exit": ran.returncode})
-        return ran.stdout + ran.stderr
-
-    @agent.tool_plain
-    def read_file(path: str) -> str:
-        """Read a file."""
-        done.append({"tool": "read_file", "path": path})
-        return (workdir / path).read_text()
+    for function in workdir.tools():
+        agent.tool_plain(function)
 
     async def run() -> str:
         final = ""
@@ -59,8 +37,7 @@ def main() -> None:
                     final = str(event.result.output)
         return final
 
-    final = asyncio.run(run())
-    print(json.dumps({"done": done, "final": final}))
+    workdir.report(asyncio.run(run()))
 
 
 if __name__ == "__main__":
