@@ -230,7 +230,7 @@ class IndexOnlyStrategy(IndexKeyedStrategy):
         "calls keyed by index alone (a missing index counts as 0), later fragments merged in"
     )
     clients: ClassVar[str] = (
-        "SDK and framework mergers that key by index (for example `index ?? 0` in several SDKs)"
+        "SDK and framework mergers that key by index (for example `index ?? 0` in several SDKs; opencode)"
     )
 
     def route(self, op, table):
@@ -287,7 +287,8 @@ class FieldConcatStrategy(IndexKeyedStrategy):
         "merged by index, every string field concatenated: ids and names as well as arguments"
     )
     clients: ClassVar[str] = (
-        "generic delta mergers (for example openai-python's accumulate_delta, LangChain's merge_dicts)"
+        "generic delta mergers (for example openai-python's accumulate_delta, LangChain's merge_dicts, "
+        "Pydantic AI over Chat Completions)"
     )
 
     def route(self, op, table):
@@ -314,7 +315,8 @@ class LastWinsStrategy(IndexKeyedStrategy):
         "keyed by index, the latest non-null id and name overwrite the call's (empty strings included)"
     )
     clients: ClassVar[str] = (
-        "mergers that assign instead of appending (for example Bifrost's current chat code)"
+        "mergers that assign instead of appending (for example Bifrost's current chat code, the OpenAI "
+        "Agents SDK over Chat Completions)"
     )
 
     def route(self, op, table):
