@@ -1,12 +1,14 @@
 """Real agent CLIs through mitmdump with the addon, against the fake provider's `agent` scenario: Claude Code,
 Codex (HTTP SSE, and its built-in provider's Responses WebSocket mode), Gemini CLI and opencode, the pinned
 versions of scripts/agents.py, installed by `.ci/run` into a cache outside the repository (skipped, or in CI
-failed, where node, npm or the agent is missing). Each runs one bounded, non-interactive task with its own
+failed, where node, npm or the agent is missing); beside them the Python agents of the test extras: the
+OpenAI Agents SDK's, LangChain's and Pydantic AI's. Each runs one bounded, non-interactive task with its own
 HOME and config: the provider answers its first request with two parallel, interleaved calls to tools it
 declared (a shell command, a file read) and the follow-up carrying their results with a final text.
 
-Clean runs: the calls the addon rebuilt are the ones the provider sent, the follow-up echoed them and carried
-both results (checked by the addon: no warning), and no warning of severity `warning` came. Then every
+Clean runs: the calls the addon rebuilt are the ones the provider sent, the follow-up echoed them under the
+names sent and carried both results (checked by the addon: no warning), and no warning of severity
+`warning` came. Then every
 injection against every agent: whether it survives is measured and must be the table in the README."""
 
 from __future__ import annotations
