@@ -6,9 +6,8 @@ its ``done_reason`` stays ``stop`` even when tools were called. Errors come as `
 Requests and their echoes have Chat Completions' shape, but Ollama's own libraries have no id on a tool
 call (``ollama`` for Python drops it; ``ollama-js``'s types have none, so code built on them drops it): a
 client echoes the calls without the ids the stream gave them, and answers each with its tool's name
-(``tool_name``), no id. Chat's request reader, which Ollama shares, reads
-such a result (a field Chat has not), and the echo check matches its calls by position and name too
-(``echoed_without_ids``).
+(``tool_name``), no id. Chat's request reader, which Ollama shares, reads such a result (a field Chat has
+not), and the echo check matches its calls by position and name too (``echoed_without_ids``).
 """
 
 from __future__ import annotations
