@@ -9,7 +9,8 @@ from the SDK's own events (by the identity each event carries, as a correct clie
 request, built by the SDK from those calls with a result for each. The SDK gets every call as the provider
 sent it; the addon rebuilt the same calls, and checked the next request against them: every echo
 matched. The same, with the proxy rewriting each stream (toolcall_lens_inject, toolcall_lens_repair): the
-SDK takes the rewritten bytes as it takes the provider's."""
+SDK takes the rewritten bytes as it takes the provider's; and with whole (non-streamed) answers, which the
+addon reads in the proxy (its own echo index) rather than in its worker."""
 
 from __future__ import annotations
 
@@ -46,64 +47,70 @@ def bedrock_client(base: str):
     )
 
 
-def converse(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def converse(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     client = bedrock_client(base)
     tools = {"tools": [{"toolSpec": {"name": n, "inputSchema": {"json": {"type": "object"}}}} for n in NAMES]}
     messages: list[dict] = [{"role": "user", "content": [{"text": QUESTION}]}]
-    blocks: dict[int, dict] = {}
-    for event in client.converse_stream(modelId=model, messages=messages, toolConfig=tools)["stream"]:
-        if "contentBlockStart" in event and "toolUse" in event["contentBlockStart"]["start"]:
-            use = event["contentBlockStart"]["start"]["toolUse"]
-            blocks[event["contentBlockStart"]["contentBlockIndex"]] = {**use, "input": ""}
-        elif "contentBlockDelta" in event and "toolUse" in event["contentBlockDelta"]["delta"]:
-            delta = event["contentBlockDelta"]
-            blocks[delta["contentBlockIndex"]]["input"] += delta["delta"]["toolUse"]["input"]
-    uses = [{**block, "input": json.loads(block["input"])} for _, block in sorted(blocks.items())]
+
+    def ask() -> list[dict]:
+        """The tool uses of the answer, streamed (put together by contentBlockIndex) or whole."""
+        if not stream:
+            answer = client.converse(modelId=model, messages=messages, toolConfig=tools)["output"]["message"]
+            return [block["toolUse"] for block in answer["content"] if "toolUse" in block]
+        blocks: dict[int, dict] = {}
+        for event in client.converse_stream(modelId=model, messages=messages, toolConfig=tools)["stream"]:
+            if "contentBlockStart" in event and "toolUse" in event["contentBlockStart"]["start"]:
+                use = event["contentBlockStart"]["start"]["toolUse"]
+                blocks[event["contentBlockStart"]["contentBlockIndex"]] = {**use, "input": ""}
+            elif "contentBlockDelta" in event and "toolUse" in event["contentBlockDelta"]["delta"]:
+                delta = event["contentBlockDelta"]
+                blocks[delta["contentBlockIndex"]]["input"] += delta["delta"]["toolUse"]["input"]
+        return [{**block, "input": json.loads(block["input"])} for _, block in sorted(blocks.items())]
+
+    uses = ask()
 
     def follow_up() -> None:
         results = [{"toolResult": {"toolUseId": u["toolUseId"], "content": [{"text": "ok"}]}} for u in uses]
         messages.append({"role": "assistant", "content": [{"toolUse": use} for use in uses]})
         messages.append({"role": "user", "content": results})
-        list(client.converse_stream(modelId=model, messages=messages, toolConfig=tools)["stream"])
+        ask()
 
     return [(u["toolUseId"], u["name"], u["input"]) for u in uses], follow_up
 
 
-def invoke(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def invoke(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     # Claude on Bedrock: Anthropic's Messages events, each in a frame of Bedrock's event stream.
     client = bedrock_client(base)
     tools = [{"name": n, "input_schema": {"type": "object"}} for n in NAMES]
     body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 1024, "tools": tools}
     messages: list[dict] = [{"role": "user", "content": QUESTION}]
-    blocks: dict[int, dict] = {}
-    answer = client.invoke_model_with_response_stream(
-        modelId=model, body=json.dumps(body | {"messages": messages})
-    )
-    for frame in answer["body"]:
-        event = json.loads(frame["chunk"]["bytes"])
-        if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
-            blocks[event["index"]] = {**event["content_block"], "input": ""}
-        elif event["type"] == "content_block_delta" and event["delta"]["type"] == "input_json_delta":
-            blocks[event["index"]]["input"] += event["delta"]["partial_json"]
-    uses = [{**block, "input": json.loads(block["input"])} for _, block in sorted(blocks.items())]
+
+    def ask() -> list[dict]:
+        """The tool_use blocks of the answer, streamed (put together by block index) or whole."""
+        request = json.dumps(body | {"messages": messages})
+        if not stream:
+            answer = json.loads(client.invoke_model(modelId=model, body=request)["body"].read())
+            return [block for block in answer["content"] if block["type"] == "tool_use"]
+        blocks: dict[int, dict] = {}
+        for frame in client.invoke_model_with_response_stream(modelId=model, body=request)["body"]:
+            event = json.loads(frame["chunk"]["bytes"])
+            if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
+                blocks[event["index"]] = {**event["content_block"], "input": ""}
+            elif event["type"] == "content_block_delta" and event["delta"]["type"] == "input_json_delta":
+                blocks[event["index"]]["input"] += event["delta"]["partial_json"]
+        return [{**block, "input": json.loads(block["input"])} for _, block in sorted(blocks.items())]
+
+    uses = ask()
 
     def follow_up() -> None:
-        messages.append({"role": "assistant", "content": uses})
-        messages.append(
-            {
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": u["id"], "content": "ok"} for u in uses],
-            }
-        )
-        answer = client.invoke_model_with_response_stream(
-            modelId=model, body=json.dumps(body | {"messages": messages})
-        )
-        list(answer["body"])
+        results = [{"type": "tool_result", "tool_use_id": u["id"], "content": "ok"} for u in uses]
+        messages.extend([{"role": "assistant", "content": uses}, {"role": "user", "content": results}])
+        ask()
 
     return [(u["id"], u["name"], u["input"]) for u in uses], follow_up
 
 
-def anthropic_bedrock(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def anthropic_bedrock(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     # The anthropic SDK's own Bedrock client: its own event-stream decoder, its own accumulator.
     client = anthropic.AnthropicBedrock(
         aws_region="us-east-1",
@@ -113,9 +120,16 @@ def anthropic_bedrock(base: str, model: str) -> tuple[Calls, Callable[[], None]]
         max_retries=0,
     )
     tools = [{"name": n, "input_schema": {"type": "object"}} for n in NAMES]
-    messages: list[dict] = [{"role": "user", "content": QUESTION}]
-    with client.messages.stream(model=model, max_tokens=1024, messages=messages, tools=tools) as stream:
-        message = stream.get_final_message()
+    messages: list = [{"role": "user", "content": QUESTION}]
+
+    def ask():
+        request = {"model": model, "max_tokens": 1024, "messages": messages, "tools": tools}
+        if not stream:
+            return client.messages.create(**request)
+        with client.messages.stream(**request) as answer:
+            return answer.get_final_message()
+
+    message = ask()
     uses = [block for block in message.content if block.type == "tool_use"]
 
     def follow_up() -> None:
@@ -123,55 +137,76 @@ def anthropic_bedrock(base: str, model: str) -> tuple[Calls, Callable[[], None]]
         messages.extend(
             [{"role": "assistant", "content": message.content}, {"role": "user", "content": results}]
         )
-        with client.messages.stream(model=model, max_tokens=1024, messages=messages, tools=tools) as stream:
-            stream.get_final_message()
+        ask()
 
     return [(u.id, u.name, u.input) for u in uses], follow_up
 
 
-def cohere_v2(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def cohere_v2(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     client = cohere.ClientV2(api_key="fake-key", base_url=base)
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in NAMES]
     messages: list[dict] = [{"role": "user", "content": QUESTION}]
-    calls: dict[int, dict] = {}
-    for event in client.chat_stream(model=model, messages=messages, tools=tools):
-        if event.type == "tool-call-start":
-            call = event.delta.message.tool_calls
-            function = {"name": call.function.name, "arguments": call.function.arguments or ""}
-            calls[event.index] = {"id": call.id, "type": "function", "function": function}
-        elif event.type == "tool-call-delta":
-            calls[event.index]["function"]["arguments"] += (
-                event.delta.message.tool_calls.function.arguments or ""
-            )
-    made = [call for _, call in sorted(calls.items())]
+
+    def ask() -> list[dict]:
+        """The answer's tool calls as the next request carries them, streamed (by event index) or whole."""
+        if not stream:
+            answer = client.chat(model=model, messages=messages, tools=tools).message
+            return [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in answer.tool_calls or ()
+            ]
+        calls: dict[int, dict] = {}
+        for event in client.chat_stream(model=model, messages=messages, tools=tools):
+            if event.type == "tool-call-start":
+                call = event.delta.message.tool_calls
+                function = {"name": call.function.name, "arguments": call.function.arguments or ""}
+                calls[event.index] = {"id": call.id, "type": "function", "function": function}
+            elif event.type == "tool-call-delta":
+                calls[event.index]["function"]["arguments"] += (
+                    event.delta.message.tool_calls.function.arguments or ""
+                )
+        return [call for _, call in sorted(calls.items())]
+
+    made = ask()
 
     def follow_up() -> None:
         messages.append({"role": "assistant", "tool_calls": made, "tool_plan": "I will look both up."})
         messages.extend({"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in made)
-        list(client.chat_stream(model=model, messages=messages, tools=tools))
+        ask()
 
     return [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in made], follow_up
 
 
-def ollama_chat(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def ollama_chat(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     # The library keeps no id on a tool call: it echoes the calls without the ids Ollama streams, and
     # answers each by its tool's name.
     client = ollama.Client(host=base)
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}} for n in NAMES]  # fmt: skip
     messages: list = [{"role": "user", "content": QUESTION}]
-    made = []
-    for part in client.chat(model=model, messages=messages, tools=tools, stream=True):
-        made += part.message.tool_calls or []
+
+    def ask() -> list:
+        if not stream:
+            return (
+                client.chat(model=model, messages=messages, tools=tools, stream=False).message.tool_calls
+                or []
+            )
+        return [c for part in client.chat(model=model, messages=messages, tools=tools, stream=True) for c in part.message.tool_calls or ()]  # fmt: skip
+
+    made = ask()
 
     def follow_up() -> None:
         messages.append({"role": "assistant", "content": "", "tool_calls": made})
         messages.extend({"role": "tool", "content": "ok", "tool_name": c.function.name} for c in made)
-        list(client.chat(model=model, messages=messages, tools=tools, stream=True))
+        ask()
 
     return [(None, c.function.name, dict(c.function.arguments)) for c in made], follow_up
 
 
-def gemini(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
+def gemini(base: str, model: str, stream: bool) -> tuple[Calls, Callable[[], None]]:
     client = genai.Client(api_key="fake-key", http_options=types.HttpOptions(base_url=base))
     declarations = [types.FunctionDeclaration(name=n, parameters={"type": "object"}) for n in NAMES]
     config = types.GenerateContentConfig(
@@ -179,9 +214,15 @@ def gemini(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
     )
     contents = [types.Content(role="user", parts=[types.Part(text=QUESTION)])]
-    parts = []
-    for chunk in client.models.generate_content_stream(model=model, contents=contents, config=config):
-        parts += chunk.candidates[0].content.parts or []
+
+    def ask() -> list:
+        """The parts of the model's turn, streamed (chunk by chunk) or whole."""
+        if not stream:
+            return client.models.generate_content(model=model, contents=contents, config=config).candidates[0].content.parts  # fmt: skip
+        chunks = client.models.generate_content_stream(model=model, contents=contents, config=config)
+        return [part for chunk in chunks for part in chunk.candidates[0].content.parts or ()]
+
+    parts = ask()
     made = [part.function_call for part in parts if part.function_call]
 
     def follow_up() -> None:
@@ -192,7 +233,7 @@ def gemini(base: str, model: str) -> tuple[Calls, Callable[[], None]]:
             for c in made
         ]
         contents.extend([types.Content(role="model", parts=parts), types.Content(role="user", parts=answers)])
-        list(client.models.generate_content_stream(model=model, contents=contents, config=config))
+        ask()
 
     return [(c.id, c.name, dict(c.args)) for c in made], follow_up
 
@@ -206,9 +247,11 @@ SDKS: dict[str, tuple[str, Callable]] = {  # run: (its format, the SDK's two tur
     "google-genai": ("gemini", gemini),
 }
 WHOLE = ("gemini", "ollama-chat")  # every call arrives whole: nothing to misroute, nothing to interleave
-# How the proxy runs: its options, the scenario the SDKs ask for, the rewrite the result then names.
+# How the proxy runs: its options, the scenario the SDKs ask for, the rewrite the result then names. In
+# "whole" the SDKs ask for a whole (non-streamed) answer, which the addon reads as the proxy's own.
 MODES = {
     "plain": ((), "interleaved", None),
+    "whole": ((), "interleaved", None),
     "interleave": (("toolcall_lens_inject=interleave",), "sequential", ("inject", "interleave")),
     "rechunk": (("toolcall_lens_inject=rechunk",), "interleaved", ("inject", "rechunk")),
     "serialize": (("toolcall_lens_repair=serialize",), "interleaved", ("repair", "serialize")),
@@ -226,7 +269,7 @@ def session(request, tmp_path_factory):
         proxy, port = start_mitmdump(provider_port, dump, *options)
         try:
             for run, (_, turns) in SDKS.items():
-                made[run], follow_up = turns(f"http://127.0.0.1:{port}", scenario)
+                made[run], follow_up = turns(f"http://127.0.0.1:{port}", scenario, request.param != "whole")
                 follow_up()
         finally:
             proxy.stop()
@@ -261,6 +304,8 @@ def test_the_sdk_gets_the_calls_sent_the_addon_rebuilt_them_and_matched_their_ec
     said = [w["code"] for w in result["warnings"] if w["severity"] == "warning"]
     if mode == "plain":  # the provider's interleaving is the one true warning
         assert said == ([] if format in WHOLE else ["recency-misroute"]), result["warnings"]
+    elif mode == "whole":  # whole calls: nothing to misroute
+        assert said == [] and result["streamed"] is False, result["warnings"]
     else:  # the rewrite was made, or said why not (calls that come whole have nothing to interleave)
         kind, name = rewrite
         done = (result.get("rewrite") or {}).get(kind) or []
