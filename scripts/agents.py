@@ -172,8 +172,9 @@ def recipe(name: str, home: Path, base: str, mcp: dict[str, list[str]] | None = 
     WebSocket; ``codex-patch`` and ``codex-ws-patch`` are those with a GPT-5 model's name (PATCH_MODEL: the
     provider must answer it as ``agent``, ``--agent-model``), to which Codex declares its custom apply_patch
     tool, and defers its MCP servers' tools behind a client-executed tool search. ``mcp``: the stdio MCP
-    servers the agent is given, {name: argv} (Codex, Claude Code, Gemini CLI, opencode). ``openai-agents...``: the OpenAI Agents SDK's agent
-    (SDK_RUNS); ``langchain...``, ``pydantic-ai...``: a framework's agent (FRAMEWORK_RUNS)."""
+    servers the agent is given, {name: argv} (Codex, Claude Code, Gemini CLI, opencode).
+    ``openai-agents...``: the OpenAI Agents SDK's agent (SDK_RUNS); ``langchain...``, ``pydantic-ai...``: a
+    framework's agent (FRAMEWORK_RUNS)."""
     env = isolated_env(home)
     if name in SDK_RUNS:  # its working folder is the one it runs in
         api, tools = SDK_RUNS[name]

@@ -22,9 +22,9 @@ The `agent` scenario (agent.py) is for real coding agents: configure the agent's
 the first request, answered from the tools it declares, gets two parallel calls (its shell tool, its
 file-read tool on --agent-file; a patch instead to an agent declaring a custom apply_patch tool, as Codex
 does to a GPT-5 model, which --agent-model makes an `agent` too) and the follow-up carrying their results a
-final text; GET /agent lists every answer it made (the calls sent, the results and the echoed calls received). --agent-search
-TOOL sends the second call to TOOL (an MCP server's), after a client tool search for it where the agent
-declares one but not TOOL (Codex to a GPT-5 model). A Responses agent declaring OpenAI's built-in `shell`
+final text; GET /agent lists every answer it made (the calls sent, the results and the echoed calls
+received). --agent-search TOOL sends the second call to TOOL (an MCP server's), after a client tool search
+for it where the agent declares one but not TOOL (Codex to a GPT-5 model). A Responses agent declaring OpenAI's built-in `shell`
 and `apply_patch` tools by type (the OpenAI Agents SDK's ShellTool, ApplyPatchTool) gets their calls.
 
 Rooms: scenarios.py (the scripted steps), agent.py (the `agent` scenario), renderers/ (one module per wire format, the framing helpers),

@@ -143,7 +143,7 @@ def echoed_names(payload: dict) -> dict[str, str]:
         for call in item.get("tool_calls") if isinstance(item.get("tool_calls"), list) else ():
             if isinstance(call, dict):  # Chat, Cohere, Ollama
                 body = call.get("function") if isinstance(call.get("function"), dict) else call.get("custom")
-                add(call.get("id"), (body or {}).get("name") if isinstance(body, dict) else None)
+                add(call.get("id"), body.get("name") if isinstance(body, dict) else None)
         if item.get("type") in ("function_call", "custom_tool_call"):  # Responses
             add(item.get("call_id"), item.get("name"))
         parts = item.get("content") if isinstance(item.get("content"), list) else item.get("parts")
