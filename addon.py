@@ -73,6 +73,8 @@ DONE_WAIT = 5.0
 # calls are checked (a wait only while such results are pending; the worker reads its own streams'
 # requests after the results it made before, in order).
 ECHO_WAIT = 2.0
+# The metadata entry naming the flow whose keys a flow's request holds masked (its own id, until copied).
+MASKED_OF = "toolcall_lens_keys_of"
 
 
 _SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}
@@ -338,11 +340,25 @@ class ToolcallLens:
         masked = redact_credentials(flow)
         if masked is not None:
             self.masked[flow] = masked
+            # A copy of the flow (mitmweb's Duplicate) carries its metadata, and finds the keys by this id.
+            flow.metadata[MASKED_OF] = flow.id
+
+    def _masked_of_copy(self, flow: http.HTTPFlow) -> Masked | None:
+        """The keys of the flow this one was copied from (mitmweb's Duplicate, or a dump this proxy wrote,
+        opened again), while mitmproxy keeps that flow; the copy keeps them from then on."""
+        origin = flow.metadata.get(MASKED_OF)
+        if type(origin) is not str:
+            return None
+        for other, masked in list(self.masked.items()):
+            if other.id == origin:
+                self.masked[flow] = masked
+                return masked
+        return None
 
     def _replaying(self, flow: http.HTTPFlow) -> None:
         """A flow replayed: its request goes out again with the keys this addon masked put back (masked
         again once it has gone), and the earlier response's annotation goes with that response."""
-        masked = self.masked.get(flow)
+        masked = self.masked.get(flow) or self._masked_of_copy(flow)
         if masked is not None:
             restore_credentials(flow, masked)
         earlier = flow.metadata.pop(METADATA_KEY, None)
@@ -700,6 +716,7 @@ class ToolcallLens:
         self.watches.clear()
         self.echo_warnings.clear()
         self.turn_facts.clear()
+        self.whole_skips.clear()
         self._open_export("")
         if self.otlp is not None:
             self.otlp.close()  # the sessions' spans, then what is pending, within a few seconds

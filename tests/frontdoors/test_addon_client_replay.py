@@ -6,6 +6,7 @@ each replay as the agent's next turn (three replays: ``tool-call-loop``)."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -264,3 +265,45 @@ def test_a_replay_loaded_from_a_file_is_a_record_it_keeps_what_it_recorded_and_s
     assert result["source"] == {"read": "whole: loaded from a file", "timing": result["source"]["timing"]}
     assert result["source"]["timing"].startswith("recorded live")  # what it recorded, not dropped
     assert result["session"]["by"] == "replay" and "recency-misroute" in loaded.comment
+
+
+def test_a_copy_of_a_flow_replays_with_the_keys_of_the_flow_it_was_copied_from_and_keeps_them(lens, caplog):
+    # mitmweb's Duplicate (view.flows.duplicate): flow.copy(), a new id, the same metadata.
+    flow = _through(lens, _flow(x_api_key="sk-ant-api03-SECRETSECRET"), CLEAN)
+    copy = flow.copy()
+    assert copy.id != flow.id and copy.request.headers["authorization"] == mask(KEY)
+    copy.request.headers["x-title"] = "edited"  # edited before its replay, as a copy is made for
+    caplog.set_level(logging.WARNING)
+    _replay(lens, copy)
+    assert copy.request.headers["authorization"] == KEY
+    assert copy.request.headers["x-api-key"] == "sk-ant-api03-SECRETSECRET"
+    assert copy.request.query["key"] == "AIzaSyREALKEY0123456789"
+    assert not [r for r in caplog.records if "replaying" in r.getMessage()]
+    copy.response = stream_flow(REQUEST).response
+    _answer(lens, copy, CLEAN)
+    assert copy.request.headers["authorization"] == mask(KEY)  # stored masked again
+    # The flow it was copied from gone (deleted in mitmweb), the copy replayed once has them still, and a
+    # copy of it has them from it.
+    del flow
+    gc.collect()
+    _replay(lens, copy)
+    assert copy.request.headers["authorization"] == KEY
+    copy.response = stream_flow(REQUEST).response
+    _answer(lens, copy, CLEAN)
+    again = copy.copy()
+    _replay(lens, again)
+    assert again.request.headers["authorization"] == KEY
+
+
+def test_a_copy_whose_flow_is_gone_or_unknown_says_its_key_is_not_there(lens, caplog):
+    caplog.set_level(logging.WARNING)
+    copy = _through(lens, _flow(), CLEAN).copy()  # the flow it was copied from deleted at once
+    gc.collect()
+    _replay(lens, copy)
+    assert copy.request.headers["authorization"] == mask(KEY)
+    stranger = _flow()
+    stranger.request.headers["authorization"] = mask(KEY)
+    stranger.metadata["toolcall_lens_keys_of"] = ["not", "an", "id"]  # a file from elsewhere: never trusted
+    _replay(lens, stranger)
+    said = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
+    assert len(said) == 2 and all("redacted: the provider will refuse it" in line for line in said)

@@ -218,3 +218,13 @@ def test_rechunk_has_no_writes_to_cut_in_a_replayed_response_and_its_result_says
     assert "goes out in one piece" in rechunk["reason"]
     check_result(flow.metadata["toolcall_lens"])
     assert not lens.whole_skips
+
+
+def test_the_proxys_end_forgets_a_replayed_responses_skipped_rewrite_whose_end_never_came(lens):
+    lens.tctx.configure(lens, toolcall_lens_inject=["rechunk"])
+    body = fake_provider.body("openai-chat", "sequential")
+    flow = whole_flow("openai-chat", body, fake_provider.request_body("openai-chat", "sequential"), live=True)
+    lens.responseheaders(flow)  # the proxy stops before its response hook
+    assert list(lens.whole_skips) == [flow.id]
+    lens.done()
+    assert not lens.whole_skips

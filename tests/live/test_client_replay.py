@@ -181,3 +181,32 @@ def test_an_earlier_turn_edited_and_replayed_while_the_agent_goes_on_costs_its_n
     finally:
         web.process.stop()
         provider.stop()
+
+
+def test_a_flow_duplicated_in_mitmweb_edited_and_replayed_goes_with_the_key_the_agent_sent(tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    provider, provider_port = start_fake_provider(delay=0.0)
+    web = start_mitmweb_proxy(provider_port, f"toolcall_lens_jsonl={jsonl}")
+    try:
+        ask(web.port)
+        (flow,) = settle(lambda: [f for f in web.flows() if f.get("comment", "").startswith("openai-chat")])
+        # mitmweb's Duplicate, then the copy's request edited in its flow editor, then its Replay.
+        status, copy_id = web.api(f"/flows/{flow['id']}/duplicate", body={})
+        assert status == 200
+        copy_id = copy_id.decode()
+        status, body = web.api(f"/flows/{copy_id}/request/content.data")
+        assert status == 200
+        edited = json.loads(body) | {"model": "sequential"}
+        content = {"request": {"content": json.dumps(edited)}}
+        assert web.api(f"/flows/{copy_id}", body=content, method="PUT")[0] == 200
+        assert web.api(f"/flows/{copy_id}/replay", body={})[0] == 200
+        settle(lambda: jsonl.exists() and len(records(jsonl)) == 2)
+        (copy,) = [f for f in web.flows() if f["id"] == copy_id]
+        # The provider got the key the agent sent; the copy holds it masked, as its original does.
+        assert received(copy) == SENT and authorization(copy).endswith("...[redacted]")
+        assert copy["is_replay"] == "request" and "recency-misroute" not in copy["comment"]
+        assert records(jsonl)[1]["result"]["model"] == "sequential"
+        assert not [line for line in web.process.lines if "redacted: the provider will refuse it" in line]
+    finally:
+        web.process.stop()
+        provider.stop()
