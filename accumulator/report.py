@@ -59,7 +59,7 @@ def format_report(result: dict, title: str | None = None) -> str:
     if compatibility:
         lines.append("compatibility (would a client following this rule rebuild the stream?):")
         width = max(map(len, compatibility))
-        for name, verdict in compatibility.items():
+        for name, verdict in _in_order(compatibility):
             lines.append(f"  {name:{width}}  {verdict['verdict']:6}  {verdict['reason']}")
             if verdict["verdict"] == "breaks" and _clients(name):
                 lines.append(f"  {'':{width}}          who follows it: {_clients(name)}")
@@ -274,11 +274,21 @@ def summary_line(result: dict) -> str:
     return " | ".join(parts)
 
 
+# The client rules in one order wherever a result is shown: a result read back from a mitmproxy dump has
+# its keys in reverse order (mitmproxy's tnetstring hands dicts back so).
+_RULE_ORDER = {name: rank for rank, name in enumerate(STRATEGIES)}
+
+
+def _in_order(compatibility: dict) -> list:
+    """A result's verdicts, the client rules in their order (``STRATEGIES``), any other name after them."""
+    return sorted(compatibility.items(), key=lambda item: _RULE_ORDER.get(item[0], len(_RULE_ORDER)))
+
+
 def format_view(result: dict) -> str:
     """The full picture of one response, for mitmproxy's content view: the report, then for every
     strategy that breaks, its calls beside the ones the stream really carried."""
     lines = [format_report(result)]
-    for name, verdict in (result.get("compatibility") or {}).items():
+    for name, verdict in _in_order(result.get("compatibility") or {}):
         if verdict["verdict"] != "breaks":
             continue
         for warning in result["warnings"]:

@@ -3,6 +3,7 @@ the JSONL option, and credentials redacted once the request has gone out."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -15,6 +16,8 @@ from streams import DATA, call, choice, chunk, sse, tool_chunk
 from test_addon import PRODUCTION, llm_flow, pieces, stream_through
 
 import addon as addon_module
+from accumulator import STRATEGIES
+from accumulator.report import format_report, format_view
 
 
 class Updates:
@@ -51,6 +54,26 @@ def test_the_content_view_is_chosen_for_llm_responses_and_shows_everything():
 def test_the_view_reads_a_flow_from_a_dump_made_without_the_addon():
     with taddons.context():
         _the_view_reads_a_flow_without_metadata()
+
+
+def test_a_result_read_back_from_a_dump_reads_as_it_did_when_stored():
+    # mitmproxy's dump format hands each object back with its keys in reverse order (its tnetstring):
+    # the report and the view list the client rules in their one order, not the dict's.
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        stored = flow.metadata["toolcall_lens"]
+        buffer = io.BytesIO()
+        mio.FlowWriter(buffer).add(flow)
+        buffer.seek(0)
+        (loaded,) = mio.FlowReader(buffer).stream()
+    read_back = loaded.metadata["toolcall_lens"]
+    assert read_back == stored and list(read_back["compatibility"]) != list(stored["compatibility"])
+    assert format_report(read_back) == format_report(stored)
+    assert format_view(read_back) == format_view(stored)
+    rules = [line.split()[0] for line in format_report(read_back).splitlines() if line.startswith("  ")]
+    assert [r for r in rules if r in STRATEGIES] == list(STRATEGIES)
 
 
 def _the_view_reads_a_flow_without_metadata():
