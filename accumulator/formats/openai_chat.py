@@ -117,6 +117,13 @@ class ChatCompletionsDialect(JsonDialect):
                 if key == "tool_calls":
                     if type(value) is list:
                         self._tool_calls(value, number, index, out)
+                    else:  # the API sends a list of entries; what a client reads as one, it cannot know
+                        self._warn.add(
+                            "malformed-event",
+                            f"event {number} has tool_calls that are not a list: its calls were not read",
+                            event=number,
+                            data=snippet(repr(value).encode()),
+                        )
                 elif key == "content":
                     if type(value) is str:
                         out.append(TextDelta(number, index, "text", value))

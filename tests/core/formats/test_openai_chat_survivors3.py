@@ -286,3 +286,20 @@ def test_usage_parts_of_an_unknown_format_is_none():
     # usage_parts 6 (the parts of no format read: AttributeError)
     assert usage_parts("no-such-format") is None
     assert usage_parts(CHAT) is not None
+
+
+def test_tool_calls_that_are_no_list_are_said_not_dropped_in_silence():
+    # Portkey 1.15.2's Cohere translation sends each call as one object where the API has a list of them
+    # (tests/live/test_gateways.py): before, the stream read as one with no call and no warning.
+    entry = call(0, "call_a", "lookup", "{}")
+    body = sse(
+        chunk(choice(role="assistant")),
+        chunk({"index": 0, "delta": {"tool_calls": entry}, "finish_reason": None}),
+        chunk(choice(0, "tool_calls")),
+    )
+    result = analyze(body, CHAT)
+    assert calls_of(result) == []
+    (said,) = result["warnings"]
+    assert said["code"] == "malformed-event" and said["severity"] == "warning" and said["event"] == 2
+    assert said["message"] == "event 2 has tool_calls that are not a list: its calls were not read"
+    assert "'call_a'" in said["data"] and "'lookup'" in said["data"]
