@@ -136,11 +136,14 @@ def written_files(text: str) -> list[str]:
 
 
 def verdict_table(text: str, heading: str) -> dict[tuple[str, str], str]:
-    """The table under ``heading`` (a line of the page, up to the next heading of a section) whose rows start
-    with a code span: {(the row's first code span, a column's name): the cell, without a parenthesised
-    remark}, the columns named by the header row, code spans unwrapped."""
+    """The table under ``heading`` (a line of the page, up to the next heading of its level or above; a
+    line "# ..." is a shell comment in a code block) whose rows start with a code span: {(the row's first
+    code span, a column's name): the cell, without a parenthesised remark}, the columns named by the header
+    row, code spans unwrapped."""
     section = text[text.index(heading + "\n") + len(heading) :]
-    section = section[: section.index("\n## ")] if "\n## " in section else section
+    level = len(heading) - len(heading.lstrip("#"))
+    end = re.search(rf"^#{{2,{level}}} ", section, re.MULTILINE)
+    section = section[: end.start()] if end else section
     lines = [line for line in section.splitlines() if line.startswith("|")]
     columns = [cell.strip().strip("`") for cell in lines[0].strip("|").split("|")][1:]
     found = {}
