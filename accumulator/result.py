@@ -178,6 +178,18 @@ def build_result(
             "verdict": "n/a",
             "reason": "every call arrives whole in this format: nothing to route",
         }
+    ended_for_tools = formats.tool_finish(format)
+    if ended_for_tools and not assembly.calls_dropped:  # calls over the cap are not read, and said so
+        for out in out_choices:
+            reason = out["finish_reason"]
+            if reason in ended_for_tools and not out["tool_calls"]:
+                warnings.add(
+                    "tool-calls-missing",
+                    f"choice {out['index']} ended for its tool calls (finish reason {reason!r}) but carried "
+                    "no call that could be read",
+                    choice=out["index"],
+                    finish_reason=reason,
+                )
     truncated = not assembly.ended and (not choices or any(s.finish_reason is None for s in choices))
     if truncated:
         unfinished = [s.index for s in choices if s.finish_reason is None]

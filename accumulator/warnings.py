@@ -88,6 +88,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "the request forced a tool that the response did not call",
     ),
+    "tool-calls-missing": (
+        "warning",
+        "the response ended for its tool calls (finish_reason tool_calls, stop_reason tool_use) but carried none to read",
+    ),
     "client-misassembled": (
         "warning",
         "the client's next request echoes a call differently from how the stream sent it",

@@ -183,6 +183,12 @@ def request_tools_open(request: dict, format: str | None = None) -> bool:
     return any(read(request) is True for read in _readers(format, "tools_open"))
 
 
+def tool_finish(format: str) -> frozenset:
+    """The finish reasons with which a response of this format says it ended for its tool calls."""
+    wire = FORMATS.get(format) or WEBSOCKET_FORMATS.get(format)
+    return wire.tool_finish if wire is not None else frozenset()
+
+
 def usage_parts(format: str):
     """Where this format's usage object keeps its counts (``accumulator.usage``), or None."""
     wire = FORMATS.get(format) or WEBSOCKET_FORMATS.get(format)

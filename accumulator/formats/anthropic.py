@@ -246,6 +246,7 @@ FORMAT = WireFormat(
     forced=lambda request: forced_by_type(request, "tool"),
     echoes=_echoes,
     usage=usage_parts,
+    tool_finish=frozenset({"tool_use"}),
     provider="anthropic",
     genai_provider="anthropic",
     rewrite=RewriteSupport(

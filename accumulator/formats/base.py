@@ -110,7 +110,9 @@ class WireFormat:
       to a tool not seen declared is then not judged). ``echoed_without_ids`` (True: its clients echo
       the calls it streamed without their ids, as the Ollama libraries do, whose tool calls have no id
       field: its responses' calls are then matched by turn, position and name too, as calls streamed
-      without ids are).
+      without ids are). ``tool_finish``: the finish reasons with which a response says it ended to have
+    its tools called (Chat's ``tool_calls``): a choice that ends so with no call read is said
+    (``tool-calls-missing``).
     - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
       fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
       (genai-prices) name it, for a response whose URL names none they know; None for local models.
@@ -138,6 +140,7 @@ class WireFormat:
     usage_asked: Callable = _none
     tools_open: Callable = _none
     echoed_without_ids: bool = False
+    tool_finish: frozenset = frozenset()
     rewrite: RewriteSupport = field(default_factory=RewriteSupport)
     websocket: WebSocketSupport | None = None
     compiled_paths: tuple = ()

@@ -164,6 +164,7 @@ FORMAT = WireFormat(
     forced=_forced,
     echoes=_echoes,
     usage=usage_parts,
+    tool_finish=frozenset({"tool_use"}),
     provider="aws",
     genai_provider="aws.bedrock",
     rewrite=RewriteSupport(

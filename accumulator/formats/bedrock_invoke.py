@@ -68,6 +68,7 @@ FORMAT = WireFormat(
     forced=anthropic.FORMAT.forced,
     echoes=anthropic.FORMAT.echoes,
     usage=anthropic.FORMAT.usage,  # the Anthropic events inside the chunks
+    tool_finish=anthropic.FORMAT.tool_finish,
     provider="aws",
     genai_provider="aws.bedrock",
     rewrite=RewriteSupport(

@@ -147,6 +147,7 @@ FORMAT = WireFormat(
     forced=openai_chat.request_forced,
     echoes=openai_chat.request_echoes,
     usage=usage_parts,
+    tool_finish=frozenset({"TOOL_CALL"}),
     provider="cohere",
     genai_provider="cohere",
     rewrite=RewriteSupport(key="index", name_whole_in="tool-call-start", keys=lambda purpose: tool_keys),

@@ -643,6 +643,7 @@ FORMAT = WireFormat(
     forced=request_forced,
     echoes=request_echoes,
     usage=usage_parts,
+    tool_finish=frozenset({"tool_calls", "function_call"}),  # function_call: the deprecated functions
     provider="openai",
     genai_provider="openai",
     usage_asked=usage_asked,

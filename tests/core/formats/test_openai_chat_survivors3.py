@@ -299,7 +299,9 @@ def test_tool_calls_that_are_no_list_are_said_not_dropped_in_silence():
     )
     result = analyze(body, CHAT)
     assert calls_of(result) == []
-    (said,) = result["warnings"]
+    said, missing = result["warnings"]
     assert said["code"] == "malformed-event" and said["severity"] == "warning" and said["event"] == 2
+    assert missing["code"] == "tool-calls-missing" and missing["choice"] == 0
+    assert missing["finish_reason"] == "tool_calls"
     assert said["message"] == "event 2 has tool_calls that are not a list: its calls were not read"
     assert "'call_a'" in said["data"] and "'lookup'" in said["data"]
