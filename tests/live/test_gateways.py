@@ -205,6 +205,8 @@ def check(gateway: Ports, name: str, column: str, upstream: dict, client: dict, 
     assert ("gateway-altered" in severe(client)) is (found == "breaks" and bool(tool_calls(client))), report
     if found == "breaks":
         assert severe(client), report  # whatever the damage, a warning of severity warning on the flow
+        if not tool_calls(client):  # none read (Portkey's Cohere route): its end said there were some
+            assert "tool-calls-missing" in severe(client), report
     if column == "none":
         assert not severe(upstream), (report, upstream["result"]["warnings"])
         if found == "survives":
