@@ -316,7 +316,7 @@ class LastWinsStrategy(IndexKeyedStrategy):
     )
     clients: ClassVar[str] = (
         "mergers that assign instead of appending (for example Bifrost's current chat code, the OpenAI "
-        "Agents SDK over Chat Completions)"
+        "Agents SDK over Chat Completions, LiteLLM's SDK: its stream_chunk_builder)"
     )
 
     def route(self, op, table):

@@ -6,7 +6,8 @@ extras in pyproject.toml), run by tests/openai_agents_client.py (SDK_RUNS): with
 Responses and over Chat Completions (how the SDK is used with other providers), and with OpenAI's built-in
 shell and patch tools over Responses, by HTTP and by WebSocket. And agents of two Python frameworks
 (FRAMEWORKS, pinned there too), each run by a client of its own over Chat Completions and over Responses
-(FRAMEWORK_RUNS): LangChain (tests/langchain_client.py) and Pydantic AI (tests/pydantic_ai_client.py).
+(FRAMEWORK_RUNS): LangChain (tests/langchain_client.py) and Pydantic AI (tests/pydantic_ai_client.py); and
+a tool loop on LiteLLM's SDK over Chat Completions (tests/litellm_client.py).
 
     python3 scripts/agents.py install     # idempotent; a failed install says why, and the exit status is 1
     python3 scripts/agents.py where       # the cache folder and each agent's binary, or why it is missing
@@ -60,6 +61,8 @@ FRAMEWORKS: dict[str, Framework] = {
     "langchain": Framework(("langchain", "langchain-openai"), SDK_CLIENT.parent / "langchain_client.py"),
     # An Agent on its OpenAIChatModel or OpenAIResponsesModel
     "pydantic-ai": Framework(("pydantic-ai-slim",), SDK_CLIENT.parent / "pydantic_ai_client.py"),
+    # A tool loop on LiteLLM's SDK: completion(stream=True), each response put together by stream_chunk_builder
+    "litellm": Framework(("litellm",), SDK_CLIENT.parent / "litellm_client.py"),
 }
 # {run name: (framework, the API its model speaks)}
 FRAMEWORK_RUNS = {
@@ -67,6 +70,7 @@ FRAMEWORK_RUNS = {
     "langchain-responses": ("langchain", "responses"),
     "pydantic-ai": ("pydantic-ai", "chat"),
     "pydantic-ai-responses": ("pydantic-ai", "responses"),
+    "litellm-sdk": ("litellm", "chat"),
 }
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "agents"
 PROMPT = "Run `echo hi` and read notes.txt, both at once, then say what you found."
@@ -276,6 +280,7 @@ RUNS: dict[str, str] = {
     "openai-agents-chat": SDK_PACKAGE,
     "langchain": "langchain",
     "pydantic-ai": "pydantic-ai",
+    "litellm-sdk": "litellm",
 }
 
 
