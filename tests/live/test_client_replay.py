@@ -7,6 +7,7 @@ comment and marker, and three replays made the agent's session loop."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 
@@ -52,14 +53,25 @@ def records(jsonl) -> list[dict]:
     return [json.loads(line) for line in jsonl.read_bytes().splitlines()]
 
 
-def test_mitmwebs_replay_sends_the_key_and_each_replay_is_told_apart_from_the_agents_turns(tmp_path):
-    jsonl = tmp_path / "lens.jsonl"
+@contextlib.contextmanager
+def asked_through_mitmweb(jsonl):
+    """The fake provider and mitmweb with the addon in front of it, the SDK's request through it: (the
+    provider, mitmweb, the annotated flow as its API gives it); both stopped after."""
     provider, provider_port = start_fake_provider(delay=0.0)
     web = start_mitmweb_proxy(provider_port, f"toolcall_lens_jsonl={jsonl}")
     try:
         ask(web.port)
         (flow,) = settle(lambda: [f for f in web.flows() if f.get("comment", "").startswith("openai-chat")])
         assert received(flow) == SENT and authorization(flow).endswith("...[redacted]")
+        yield provider, web, flow
+    finally:
+        web.process.stop()
+        provider.stop()
+
+
+def test_mitmwebs_replay_sends_the_key_and_each_replay_is_told_apart_from_the_agents_turns(tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    with asked_through_mitmweb(jsonl) as (provider, web, flow):
         assert flow["marked"]  # the warning marker (mitmweb shows it as its emoji)
         for n in range(2, 5):
             status, _ = web.api(f"/flows/{flow['id']}/replay", body={})
@@ -83,9 +95,6 @@ def test_mitmwebs_replay_sends_the_key_and_each_replay_is_told_apart_from_the_ag
         (flow,) = settle(lambda: [f for f in web.flows() if f.get("error")])
         assert "response" not in flow or flow["response"] is None
         assert (flow["comment"], flow["marked"]) == ("", "")
-    finally:
-        web.process.stop()
-        provider.stop()
 
 
 def test_a_dump_replayed_with_mitmdump_c_says_its_key_is_not_there_and_modify_headers_gives_it(tmp_path):
@@ -185,11 +194,7 @@ def test_an_earlier_turn_edited_and_replayed_while_the_agent_goes_on_costs_its_n
 
 def test_a_flow_duplicated_in_mitmweb_edited_and_replayed_goes_with_the_key_the_agent_sent(tmp_path):
     jsonl = tmp_path / "lens.jsonl"
-    provider, provider_port = start_fake_provider(delay=0.0)
-    web = start_mitmweb_proxy(provider_port, f"toolcall_lens_jsonl={jsonl}")
-    try:
-        ask(web.port)
-        (flow,) = settle(lambda: [f for f in web.flows() if f.get("comment", "").startswith("openai-chat")])
+    with asked_through_mitmweb(jsonl) as (_, web, flow):
         # mitmweb's Duplicate, then the copy's request edited in its flow editor, then its Replay.
         status, copy_id = web.api(f"/flows/{flow['id']}/duplicate", body={})
         assert status == 200
@@ -207,6 +212,3 @@ def test_a_flow_duplicated_in_mitmweb_edited_and_replayed_goes_with_the_key_the_
         assert copy["is_replay"] == "request" and "recency-misroute" not in copy["comment"]
         assert records(jsonl)[1]["result"]["model"] == "sequential"
         assert not [line for line in web.process.lines if "redacted: the provider will refuse it" in line]
-    finally:
-        web.process.stop()
-        provider.stop()
