@@ -74,7 +74,9 @@ DONE_WAIT = 5.0
 # requests after the results it made before, in order).
 ECHO_WAIT = 2.0
 # The metadata entry naming the flow whose keys a flow's request holds masked (its own id, until copied).
-MASKED_OF = "toolcall_lens_keys_of"
+# Every flow with a key has it, LLM flow or not: its name keeps it out of `~meta toolcall_lens`, which
+# finds the LLM flows.
+MASKED_OF = "masked_keys_of"
 
 
 _SESSION_NAMES = {name.encode(): name for name in SESSION_HEADERS}

@@ -111,8 +111,8 @@ class WireFormat:
       the calls it streamed without their ids, as the Ollama libraries do, whose tool calls have no id
       field: its responses' calls are then matched by turn, position and name too, as calls streamed
       without ids are). ``tool_finish``: the finish reasons with which a response says it ended to have
-    its tools called (Chat's ``tool_calls``): a choice that ends so with no call read is said
-    (``tool-calls-missing``).
+      its tools called (Chat's ``tool_calls``): a choice that ends so with no call read is said
+      (``tool-calls-missing``).
     - ``usage(raw)``: where its usage object keeps the counts (``accumulator.usage``): figure -> the
       fields that add up to it. ``provider``: the provider its API belongs to, as the price tables
       (genai-prices) name it, for a response whose URL names none they know; None for local models.

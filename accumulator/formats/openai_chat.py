@@ -117,7 +117,7 @@ class ChatCompletionsDialect(JsonDialect):
                 if key == "tool_calls":
                     if type(value) is list:
                         self._tool_calls(value, number, index, out)
-                    else:  # the API sends a list of entries; what a client reads as one, it cannot know
+                    else:  # the API sends a list; no client reads another shape (Portkey's Cohere route)
                         self._warn.add(
                             "malformed-event",
                             f"event {number} has tool_calls that are not a list: its calls were not read",

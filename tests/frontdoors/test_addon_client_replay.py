@@ -12,9 +12,10 @@ import json
 import logging
 
 from chat_flows import chat_stream, follow_up, stream_flow
-from mitmproxy import eventsequence
+from mitmproxy import eventsequence, flowfilter
 from mitmproxy import flow as mflow
 from mitmproxy import io as mio
+from mitmproxy.test import tflow
 from streams import DATA
 
 from accumulator.cli import main
@@ -303,7 +304,19 @@ def test_a_copy_whose_flow_is_gone_or_unknown_says_its_key_is_not_there(lens, ca
     assert copy.request.headers["authorization"] == mask(KEY)
     stranger = _flow()
     stranger.request.headers["authorization"] = mask(KEY)
-    stranger.metadata["toolcall_lens_keys_of"] = ["not", "an", "id"]  # a file from elsewhere: never trusted
+    stranger.metadata["masked_keys_of"] = ["not", "an", "id"]  # a file from elsewhere: never trusted
     _replay(lens, stranger)
     said = [r.getMessage() for r in caplog.records if "replaying" in r.getMessage()]
     assert len(said) == 2 and all("redacted: the provider will refuse it" in line for line in said)
+
+
+def test_a_flow_that_is_no_llm_flow_keeps_its_keys_for_a_copy_and_stays_out_of_the_lens_filter(lens):
+    # Keys are masked on every flow; `~meta toolcall_lens` (README) finds the LLM flows only.
+    flow = tflow.tflow(resp=True)
+    flow.request.headers["authorization"] = KEY
+    lens.responseheaders(flow)
+    assert flow.request.headers["authorization"] == mask(KEY)
+    assert not flowfilter.match("~meta toolcall_lens", flow)
+    copy = flow.copy()
+    _replay(lens, copy)
+    assert copy.request.headers["authorization"] == KEY
