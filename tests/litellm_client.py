@@ -74,12 +74,13 @@ def main() -> None:
         )
         for call in calls:
             function = functions.get(call.function.name)
-            try:
-                output = function(**json.loads(call.function.arguments or "{}")) if function else None
-                if output is None:
-                    output = f"error: no tool named {call.function.name!r}"
-            except (ValueError, TypeError, OSError) as exc:
-                output = f"error: {exc}"
+            if function is None:
+                output = f"error: no tool named {call.function.name!r}"
+            else:
+                try:
+                    output = function(**json.loads(call.function.arguments or "{}"))
+                except (ValueError, TypeError, OSError) as exc:
+                    output = f"error: {exc}"
             messages.append({"role": "tool", "tool_call_id": call.id, "content": output})
     raise SystemExit(f"no final answer after {TURNS} turns")
 

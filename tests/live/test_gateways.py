@@ -29,7 +29,6 @@ from weblab import free_port
 
 INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
 PAGE = ROOT / "docs" / "test-bench.md"
-HEADING = "## Test your gateway"
 TOOLS = {"get_weather": "city", "get_time": "tz"}  # the `sequential` scenario's two calls, and their keys
 PROMPT = "Weather and time in Paris?"
 
