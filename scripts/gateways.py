@@ -115,23 +115,18 @@ def install(name: str, python: str = sys.executable) -> str | None:
     gateway = GATEWAYS[name]
     if binary(name).exists():
         return None
-    spec = (
-        f"{gateway.package}=={gateway.version}"
-        if name == "litellm"
-        else f"{gateway.package}@{gateway.version}"
-    )
     if name == "litellm":
         pip = str(prefix(name) / "bin" / "pip")
         steps = [
             [python, "-m", "venv", "--clear", str(prefix(name))],
-            [pip, "install", "-q", "--disable-pip-version-check", spec],
+            [pip, "install", "-q", "--disable-pip-version-check", f"{gateway.package}=={gateway.version}"],
         ]
     else:
         if shutil.which("npm") is None:
             return "npm is not on PATH"
         prefix(name).mkdir(parents=True, exist_ok=True)
         npm = ["npm", "install", "--prefix", str(prefix(name)), "--no-fund", "--no-audit", "--loglevel=error"]
-        steps = [[*npm, spec]]
+        steps = [[*npm, f"{gateway.package}@{gateway.version}"]]
     for argv in steps:
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
