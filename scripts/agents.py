@@ -112,25 +112,30 @@ def install(name: str) -> str | None:
     agent = AGENTS[name]
     if binary(name).exists():
         return None
+    why = npm_install(prefix(name), f"{agent.package}@{agent.version}")
+    if why is None and not binary(name).exists():
+        return f"no {binary(name)} after the install"
+    return why
+
+
+def npm_install(folder: Path, spec: str) -> str | None:
+    """``npm install SPEC`` into ``folder`` (made if missing; the gateways' Portkey too). Returns why it
+    failed, or None."""
     if shutil.which("npm") is None:
         return "npm is not on PATH"
-    spec = f"{agent.package}@{agent.version}"
-    argv = [
-        "npm",
-        "install",
-        "--prefix",
-        str(prefix(name)),
-        "--no-fund",
-        "--no-audit",
-        "--loglevel=error",
-        spec,
-    ]
-    prefix(name).mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return run_install(
+        ["npm", "install", "--prefix", str(folder), "--no-fund", "--no-audit", "--loglevel=error", spec]
+    )
+
+
+def run_install(argv: list[str]) -> str | None:
+    """One install step, 15 minutes at most. Returns why it failed (its last lines), or None."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     except subprocess.TimeoutExpired:
         return f"`{' '.join(argv)}` took more than 15 minutes"
-    if done.returncode != 0 or not binary(name).exists():
+    if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
         return f"`{' '.join(argv)}` exited {done.returncode}:\n{tail}"
     return None

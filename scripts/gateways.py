@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
+
+from agents import npm_install, run_install
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolcall-lens" / "gateways"
 NODE = Path(__file__).resolve().parent / "node"  # the preloads Portkey runs with
@@ -117,25 +118,14 @@ def install(name: str, python: str = sys.executable) -> str | None:
         return None
     if name == "litellm":
         pip = str(prefix(name) / "bin" / "pip")
-        steps = [
-            [python, "-m", "venv", "--clear", str(prefix(name))],
-            [pip, "install", "-q", "--disable-pip-version-check", f"{gateway.package}=={gateway.version}"],
-        ]
+        why = run_install([python, "-m", "venv", "--clear", str(prefix(name))]) or run_install(
+            [pip, "install", "-q", "--disable-pip-version-check", f"{gateway.package}=={gateway.version}"]
+        )
     else:
-        if shutil.which("npm") is None:
-            return "npm is not on PATH"
-        prefix(name).mkdir(parents=True, exist_ok=True)
-        npm = ["npm", "install", "--prefix", str(prefix(name)), "--no-fund", "--no-audit", "--loglevel=error"]
-        steps = [[*npm, f"{gateway.package}@{gateway.version}"]]
-    for argv in steps:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
-        except subprocess.TimeoutExpired:
-            return f"`{' '.join(argv)}` took more than 15 minutes"
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-10:])
-            return f"`{' '.join(argv)}` exited {done.returncode}:\n{tail}"
-    return None if binary(name).exists() else f"no {binary(name)} after the install"
+        why = npm_install(prefix(name), f"{gateway.package}@{gateway.version}")
+    if why is None and not binary(name).exists():
+        return f"no {binary(name)} after the install"
+    return why
 
 
 def config(upstream: str) -> str:
