@@ -24,7 +24,8 @@ _MESSAGE_SHOWN = 2000  # characters of the message itself shown above the respon
 
 class ToolcallLensView(contentviews.Contentview):
     """It shows the addon's result when the flow has one (which also brings the clock and the client's
-    echoes); else it reads the body itself, as the CLI would (flows from a dump made without the addon)."""
+    echoes); else it reads the body itself, as the CLI would (flows from a dump made without the addon), as
+    it does, saying so, for a response edited in the proxy since it passed."""
 
     name = "toolcall-lens"
 
@@ -33,24 +34,14 @@ class ToolcallLensView(contentviews.Contentview):
         if metadata.websocket_message is not None or _is_websocket(flow):
             return _websocket_view(flow, metadata.websocket_message)
         stored = results_of(flow.metadata.get(METADATA_KEY)) if flow is not None else []
-        result = stored[0] if stored else None
+        if stored and not _response_edited(flow):
+            return format_view(stored[0]) + _session_section(stored[0])
+        result = _read(data, metadata)
+        if stored:  # the stored result is of the response that passed; this one is of what the flow holds now
+            return EDITED + "\n\n" + (format_view(result) if result is not None else NOT_READ + ".")
         if result is None:
-            exchange = _exchange(data, metadata)
-            if exchange is None:
-                raise ValueError("not an LLM response toolcall-lens reads")
-            # The view is given the decoded body: a stream's encoding is already undone.
-            response = flow.response if isinstance(flow, http.HTTPFlow) else None
-            result = analyze_exchange(
-                exchange,
-                data,
-                request=flow.request.get_content(strict=False) if isinstance(flow, http.HTTPFlow) else None,
-                status=response.status_code if response is not None else None,
-                reason=response.reason if response is not None else "",
-                content_type=response.headers.get("content-type", "") if response is not None else "",
-            )
-            if result is None:
-                raise ValueError("not an LLM stream toolcall-lens reads")
-        return format_view(result) + _session_section(result)
+            raise ValueError(NOT_READ)
+        return format_view(result)
 
     def render_priority(self, data: bytes, metadata: contentviews.Metadata) -> float:
         if metadata.websocket_message is not None:
@@ -62,6 +53,52 @@ class ToolcallLensView(contentviews.Contentview):
         if isinstance(metadata.http_message, http.Request) or _is_websocket(metadata.flow):
             return -1
         return 3 if _exchange(data, metadata) is not None else -1
+
+
+EDITED = (
+    "(edited since it passed: read from the response as the flow holds it now; the flow's comment, marker,"
+    " report and export describe the response as it passed, until the edit is reverted)"
+)
+
+
+def _response_edited(flow) -> bool:
+    """Whether the response's body or content type was changed in the proxy (mitmweb's or the console's
+    editor, a file put in its place) since the addon read it. mitmproxy keeps the flow as it was before its
+    first change (``backup``) until the change is reverted; that keeps a replayed flow's response from
+    before its replay too (another response, another start time: no edit of this one), and a body only
+    decoded or encoded reads the same. A change to the comment or the marker is no edit of the response."""
+    if not isinstance(flow, http.HTTPFlow) or flow.response is None or not flow.modified():
+        return False
+    before = (flow._backup or {}).get("response")
+    if not before or before.get("timestamp_start") != flow.response.timestamp_start:
+        return False
+    was = http.Response.from_state(before)
+    now = flow.response
+    if was.headers.get("content-type") != now.headers.get("content-type"):
+        return True
+    return was.get_content(strict=False) != now.get_content(strict=False)
+
+
+NOT_READ = "not an LLM response toolcall-lens reads"
+
+
+def _read(data: bytes, metadata: contentviews.Metadata) -> dict | None:
+    """The result of the body itself, as the CLI would read it (flows from a dump made without the addon,
+    an edited response): None where it is no LLM response."""
+    exchange = _exchange(data, metadata)
+    if exchange is None:
+        return None
+    # The view is given the decoded body: a stream's encoding is already undone.
+    flow = metadata.flow
+    response = flow.response if isinstance(flow, http.HTTPFlow) else None
+    return analyze_exchange(
+        exchange,
+        data,
+        request=flow.request.get_content(strict=False) if isinstance(flow, http.HTTPFlow) else None,
+        status=response.status_code if response is not None else None,
+        reason=response.reason if response is not None else "",
+        content_type=response.headers.get("content-type", "") if response is not None else "",
+    )
 
 
 def _exchange(data: bytes, metadata: contentviews.Metadata):

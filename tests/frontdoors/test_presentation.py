@@ -16,6 +16,7 @@ from streams import DATA, call, choice, chunk, sse, tool_chunk
 from test_addon import PRODUCTION, llm_flow, pieces, stream_through
 
 import addon as addon_module
+import toolcall_lens.view as view_module
 from accumulator import STRATEGIES
 from accumulator.report import format_report, format_view
 
@@ -74,6 +75,51 @@ def test_a_result_read_back_from_a_dump_reads_as_it_did_when_stored():
     assert format_view(read_back) == format_view(stored)
     rules = [line.split()[0] for line in format_report(read_back).splitlines() if line.startswith("  ")]
     assert [r for r in rules if r in STRATEGIES] == list(STRATEGIES)
+
+
+def test_a_response_edited_in_the_proxy_is_shown_as_it_is_now_and_as_it_passed_once_reverted():
+    # mitmweb's editor (and the console's) backs the flow up, then changes the body: the view reads the body
+    # it is given and says the flow's annotation is of the response as it passed.
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        annotated = flow.comment
+        flow.backup()
+        flow.response.content = (DATA / "openai_chat_parallel.sse").read_bytes()
+        edited = contentviews.prettify_message(flow.response, flow)
+        flow.request.path = "/page"  # a page now, on a path of no LLM API
+        flow.response.headers["content-type"] = "text/html"
+        flow.response.text = "<p>no stream any more</p>"
+        unreadable = contentviews.prettify_message(flow.response, flow, view_name="toolcall-lens")
+        flow.revert()
+        assert flow.request.path == "/v1/chat/completions"
+        reverted = contentviews.prettify_message(flow.response, flow)
+    assert edited.view_name == "toolcall-lens" and edited.text.startswith(view_module.EDITED)
+    assert "get_weather" in edited.text and "search_circulars" not in edited.text
+    assert "recency-misroute" not in edited.text
+    assert unreadable.text.startswith(view_module.EDITED) and view_module.NOT_READ in unreadable.text
+    assert view_module.EDITED not in reverted.text and "search_circulars" in reverted.text
+    assert "recency-misroute" in reverted.text and flow.comment == annotated
+
+
+def test_a_comment_a_decoded_body_or_a_replay_is_no_edit_of_the_response(monkeypatch):
+    lens = addon_module.ToolcallLens()
+    with taddons.context(lens):
+        flow = llm_flow()
+        stream_through(lens, flow, PRODUCTION)
+        stored = contentviews.prettify_message(flow.response, flow).text
+        flow.backup()
+        flow.comment = "looked at"
+        assert contentviews.prettify_message(flow.response, flow).text == stored
+        flow.response.encode("gzip")  # mitmproxy's flow.encode: the same body, encoded
+        assert flow.modified() and contentviews.prettify_message(flow.response, flow).text == stored
+        flow.response.decode()
+        # A replay backs the flow up and gets another response (another start): the new one's result is
+        # what the flow holds, not an edit of the old one.
+        flow.response.timestamp_start += 5
+        flow.response.content = (DATA / "openai_chat_parallel.sse").read_bytes()
+        assert contentviews.prettify_message(flow.response, flow).text == stored
 
 
 def _the_view_reads_a_flow_without_metadata():

@@ -212,3 +212,27 @@ def test_a_flow_duplicated_in_mitmweb_edited_and_replayed_goes_with_the_key_the_
         assert copy["is_replay"] == "request" and "recency-misroute" not in copy["comment"]
         assert records(jsonl)[1]["result"]["model"] == "sequential"
         assert not [line for line in web.process.lines if "redacted: the provider will refuse it" in line]
+
+
+def test_a_response_edited_in_mitmweb_is_viewed_as_it_is_now_and_as_it_passed_once_reverted(tmp_path):
+    jsonl = tmp_path / "lens.jsonl"
+    with asked_through_mitmweb(jsonl) as (_, web, flow):
+
+        def viewed() -> str:
+            status, body = web.api(f"/flows/{flow['id']}/response/content/auto.json")
+            assert status == 200, body
+            shown = json.loads(body)
+            assert shown["view_name"] == "toolcall-lens"
+            return shown["text"]
+
+        assert "recency-misroute" in viewed() and "(edited since it passed" not in viewed()
+        # Its flow editor: another stream put in the response's place, two calls one after the other.
+        content = {"response": {"content": fake_provider.sse_body("sequential").decode()}}
+        assert web.api(f"/flows/{flow['id']}", body=content, method="PUT")[0] == 200
+        now = viewed()
+        assert now.startswith("(edited since it passed") and "recency-misroute" not in now
+        assert "get_weather" in now and "get_time" in now and "search_circulars" not in now
+        (edited,) = web.flows()
+        assert "recency-misroute" in edited["comment"] and edited["marked"]  # as it passed
+        assert web.api(f"/flows/{flow['id']}/revert", body={})[0] == 200
+        assert "recency-misroute" in viewed() and "(edited since it passed" not in viewed()
