@@ -32,7 +32,7 @@ class Agent(NamedTuple):
 
 
 AGENTS: dict[str, Agent] = {
-    "claude-code": Agent("@anthropic-ai/claude-code", "2.1.332", "claude"),
+    "claude-code": Agent("@anthropic-ai/claude-code", "2.1.337", "claude"),
     "codex": Agent("@openai/codex", "0.171.0", "codex"),
     "gemini-cli": Agent("@google/gemini-cli", "0.61.0", "gemini"),
     "opencode": Agent("opencode-ai", "1.18.33", "opencode"),
