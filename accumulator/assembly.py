@@ -8,6 +8,7 @@ with where identity routing put it, so they can say where they first went astray
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -37,7 +38,9 @@ class ToolCall:
     __slots__ = (
         "builtin",
         "custom",
+        "cut",
         "deltas",
+        "ends",
         "first_at",
         "first_event",
         "fragments",
@@ -74,6 +77,13 @@ class ToolCall:
         self.custom = False  # a custom tool's call: its arguments are raw text, not JSON
         self.namespace: str | None = None  # the namespace that declared its tool (Responses)
         self.builtin: str | None = None  # the built-in tool whose call it is (Responses' tool_search)
+        # Where a fragment ended in a closing bracket (white space aside), the only places its arguments
+        # could have parsed whole before the end: flat pairs (that length, the event of the next fragment
+        # that added more than white space, -1 until one does). None: no such fragment yet;
+        # _TOO_MANY_ENDS: too many to keep. What a client that finishes a call as soon as its arguments parse would have
+        # cut is decided from them at the end (``early_end``), for arguments that are no JSON whole.
+        self.ends: list[int] | None = None
+        self.cut: tuple[int, int] | None = None  # (length kept, event of the first fragment ignored)
 
     @property
     def arguments(self) -> str:
@@ -108,6 +118,53 @@ class ChoiceState:
         self.finish_reason: str | None = None
         self.orphans: list[ToolCallDelta] = []
         self.last_call: ToolCall | None = None  # the call the previous tool-call delta went to
+
+
+_SPACE = " \t\r\n"
+_ENDS = ("}", "]")
+_MAX_ENDS = 4096  # closing-bracket fragment ends kept per call (code in an argument holds many)
+# A call with more: no parse-early verdict for it. Compared by identity, never changed (its last item is
+# not -1, so no fragment is recorded in it).
+_TOO_MANY_ENDS: list[int] = [0, 0]
+
+
+def _end(call: ToolCall, length: int) -> None:
+    """A fragment of the call ended in a closing bracket, its arguments ``length`` long there (white
+    space after the bracket aside)."""
+    ends = call.ends
+    if ends is None:
+        call.ends = [length, -1]
+    elif ends is not _TOO_MANY_ENDS:
+        if len(ends) >= 2 * _MAX_ENDS:
+            call.ends = _TOO_MANY_ENDS
+        else:
+            ends.append(length)
+            ends.append(-1)
+
+
+def early_end(call: ToolCall, arguments: str) -> tuple[int, int] | None:
+    """For arguments that are no JSON whole: the length at which they first parsed as one JSON value at
+    a fragment's end, and the event of the next fragment that added more, if any: what a client that
+    finishes a call as soon as its arguments parse keeps, and where it stops reading."""
+    ends = call.ends
+    if ends is None or ends is _TOO_MANY_ENDS or all(ends[i] == -1 for i in range(1, len(ends), 2)):
+        return None
+    start = len(arguments) - len(arguments.lstrip())
+    try:
+        _, end = _DECODER.raw_decode(arguments, start)  # the first JSON value, where it stops
+    except ValueError:
+        return None
+    for i in range(0, len(ends), 2):
+        if ends[i] == end and ends[i + 1] != -1:
+            return end, ends[i + 1]
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON")  # NaN and Infinity: Python's json takes them, JSON does not
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def fragment_text(arguments: Any) -> str:
@@ -145,7 +202,8 @@ class Assembly:
         # several strategies share is asked once per delta; and the strategies awake (see _tool_delta).
         self.sleeping: dict[Any, list[Strategy]] = {}  # rule -> the strategies asleep that follow it
         for strategy in strategies:
-            self.sleeping.setdefault(type(strategy).agrees, []).append(strategy)
+            if not strategy.derived:  # a rule judged from identity's calls at the end never replays
+                self.sleeping.setdefault(type(strategy).agrees, []).append(strategy)
         # One strategy of each rule, asked on every tool-call delta (a method call, compiled natively).
         self.dormant: tuple[Strategy, ...] = tuple(group[0] for group in self.sleeping.values())
         self.awake: list[Strategy] = []
@@ -235,8 +293,15 @@ class Assembly:
                 if len(text) > call.room:
                     text = self._over_cap(call, text, op.event, state.index)
                 if text:
+                    ends = call.ends
+                    if ends is not None and ends[-1] == -1 and not text.isspace():
+                        ends[-1] = op.event  # the first fragment a parse-early client would ignore
                     call.fragments.append(text)
                     call.room -= len(text)
+                    last = text[-1]
+                    if last == "}" or last == "]" or (last in _SPACE and text.rstrip()[-1:] in _ENDS):
+                        length = self.max_argument_chars - call.room
+                        _end(call, length - (len(text) - len(text.rstrip())))
         if self.awake:
             if call is None and self.calls_dropped:
                 return  # past the calls cap: what identity drops, the strategies need not route

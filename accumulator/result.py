@@ -15,7 +15,7 @@ from typing import Any, NotRequired, TypedDict
 import orjson
 
 from . import formats
-from .assembly import Assembly, ChoiceState, fragment_text
+from .assembly import Assembly, ChoiceState, early_end, fragment_text
 from .ops import real_id
 from .request import RequestFacts
 from .usage import FIGURES, normalised
@@ -166,6 +166,9 @@ def build_result(
     if request is not None:
         _request_checks(out_choices, request, warnings)
     replayed = assembly.awake_strategies()
+    for strategy in assembly.strategies:
+        if strategy.derived and strategy.derive(assembly.choices):
+            replayed.add(strategy.name)
     agreeing = _agreeing(out_choices) if len(replayed) < len(assembly.strategies) else None
     compatibility: dict[str, Verdict] = {
         strategy.name: agreeing
@@ -266,6 +269,7 @@ def _choice_result(
             try:
                 orjson.loads(arguments)
             except orjson.JSONDecodeError as exc:
+                call.cut = early_end(call, arguments)  # what a parse-early client kept of them, if less
                 warnings.add(
                     "invalid-arguments",
                     f"call {call.id or '#' + str(call.ordinal)} ({call.name}): arguments are not valid JSON: {exc}",

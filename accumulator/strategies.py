@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from mypy_extensions import mypyc_attr
 
-from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, fragment_text
+from .assembly import DEFAULT_MAX_ARGUMENT_CHARS, DEFAULT_MAX_CALLS, ChoiceState, fragment_text
 from .ops import PLACEHOLDER_IDS, ToolCallDelta
 
 
@@ -72,6 +72,9 @@ class Strategy:
     code: ClassVar[str] = ""  # a code of the one catalogue (warnings.py), raised where its calls differ
     rule: ClassVar[str] = ""  # one line: what the strategy does
     clients: ClassVar[str] = ""  # one line: the kind of client that follows it
+    # A rule that routes as identity routing does and differs only in what it keeps: judged at the end from
+    # identity's calls (``derive``), never replayed delta by delta.
+    derived: ClassVar[bool] = False
 
     def __init__(
         self, max_calls: int = DEFAULT_MAX_CALLS, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
@@ -134,6 +137,10 @@ class Strategy:
     def calls(self, choice: int) -> list[dict]:
         table = self.tables.get(choice)
         return [call.final() for call in table.calls] if table else []
+
+    def derive(self, choices: dict[int, ChoiceState]) -> bool:
+        """A derived rule's calls, from identity's at the end: whether they differ anywhere."""
+        return False
 
 
 def _forget(table: Table, call: SimulatedCall, op: ToolCallDelta) -> None:
@@ -334,6 +341,49 @@ class LastWinsStrategy(IndexKeyedStrategy):
         return call, created
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
+class ParseEarlyStrategy(Strategy):
+    name: ClassVar[str] = "parse-early"
+    code: ClassVar[str] = "parse-early-misroute"
+    rule: ClassVar[str] = (
+        "each call finished as soon as its arguments parse as JSON at a fragment's end; its later "
+        "fragments ignored"
+    )
+    clients: ClassVar[str] = (
+        "the Vercel AI SDK's OpenAI-compatible providers (its isParsableJson check; opencode), "
+        "Charm's fantasy (Crush) before its fix"
+    )
+    derived: ClassVar[bool] = True
+
+    def __init__(
+        self, max_calls: int = DEFAULT_MAX_CALLS, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
+    ) -> None:
+        super().__init__(max_calls, max_argument_chars)
+        self.built: dict[int, list[dict]] = {}
+
+    def derive(self, choices: dict[int, ChoiceState]) -> bool:
+        """Where a call's arguments parsed at a fragment's end and more than white space came after (the
+        result's ``early_end``, for arguments that are no JSON whole), this client keeps them as they were
+        then; every other call is identity's."""
+        if not any(call.cut is not None for state in choices.values() for call in state.calls):
+            return False
+        for index, state in choices.items():
+            built = self.built[index] = []
+            for call in state.calls:
+                arguments = call.arguments
+                cut = call.cut
+                if cut is not None:
+                    kept, ignored_from = cut
+                    arguments = arguments[:kept]
+                    if self.first_divergence is None or ignored_from < self.first_divergence:
+                        self.first_divergence = ignored_from
+                built.append({"id": call.id, "name": call.name, "arguments": arguments})
+        return True
+
+    def calls(self, choice: int) -> list[dict]:
+        return self.built.get(choice, [])
+
+
 # strategy name -> class; the accumulator, the CLI's --strategies and the addon option choose from these.
 STRATEGIES: dict[str, type[Strategy]] = {
     strategy.name: strategy
@@ -343,6 +393,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
         IdThenIndexStrategy,
         FieldConcatStrategy,
         LastWinsStrategy,
+        ParseEarlyStrategy,
     )
 }
 DEFAULT_STRATEGIES: tuple[str, ...] = tuple(STRATEGIES)

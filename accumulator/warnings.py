@@ -28,6 +28,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "warning",
         "a client whose latest id and name overwrite the call's would have built different calls",
     ),
+    "parse-early-misroute": (
+        "warning",
+        "a client that finishes a call as soon as its arguments parse as JSON would have run it with part of them",
+    ),
     "index-collision": (
         "warning",
         "a new call id arrived with an index another call already holds; index-keyed clients merge the two",

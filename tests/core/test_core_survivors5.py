@@ -113,7 +113,8 @@ def test_a_clean_stream_wakes_no_strategy_and_a_hazard_wakes_its_rule():
     assert assembly.awake_strategies() == set()
     # A continuation with an empty name (LM Studio): the index-keyed rule cannot vouch for it; recency can (the latest call).
     assembly.apply(ToolCallDelta(len(CLEAN) + 1, 0, None, 2, "", ""))
-    assert assembly.awake_strategies() == set(STRATEGIES) - {"recency"}
+    # (parse-early routes as identity does: judged at the end, it never wakes.)
+    assert assembly.awake_strategies() == set(STRATEGIES) - {"recency", "parse-early"}
 
 
 # --- result._relative: a clock that starts mid-stream (mutant 3) ---------------------------------------------

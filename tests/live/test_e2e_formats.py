@@ -135,10 +135,11 @@ def test_interleaved_calls_are_rebuilt_in_every_format(session, format):
         assert verdicts == {"recency": "breaks", "index-only": "ok", "id-then-index": "ok"} | {
             "field-concat": "ok",
             "last-wins": "ok",
+            "parse-early": "ok",
         }
     else:
         assert codes(result) == [] and not flow.marked
-        assert set(verdicts.values()) == {"n/a"} and len(verdicts) == 5
+        assert set(verdicts.values()) == {"n/a"} and len(verdicts) == 6
     assert flow.response.raw_content == observed["body"]
 
 

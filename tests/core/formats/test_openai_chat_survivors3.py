@@ -144,7 +144,7 @@ def test_a_continuation_whose_function_is_missing_names_nothing():
     result = analyze(body, CHAT)
     assert calls_of(result) == [("call_a", "lookup", "{}")]
     assert {name: v["verdict"] for name, v in result["compatibility"].items()} == dict.fromkeys(
-        ["recency", "index-only", "id-then-index", "field-concat", "last-wins"], "ok"
+        ["recency", "index-only", "id-then-index", "field-concat", "last-wins", "parse-early"], "ok"
     )
 
 
