@@ -149,15 +149,23 @@ def early_end(call: ToolCall, arguments: str) -> tuple[int, int] | None:
     ends = call.ends
     if ends is None or ends is _TOO_MANY_ENDS or all(ends[i] == -1 for i in range(1, len(ends), 2)):
         return None
-    start = len(arguments) - len(arguments.lstrip())
-    try:
-        _, end = _DECODER.raw_decode(arguments, start)  # the first JSON value, where it stops
-    except ValueError:
+    first = first_value(arguments)
+    if first is None:
         return None
+    end = first[1]
     for i in range(0, len(ends), 2):
         if ends[i] == end and ends[i + 1] != -1:
             return end, ends[i + 1]
     return None
+
+
+def first_value(text: str) -> tuple[Any, int] | None:
+    """The JSON value ``text`` begins with (white space aside), and where it ends; None if it begins with
+    none."""
+    try:
+        return _DECODER.raw_decode(text, len(text) - len(text.lstrip()))
+    except ValueError:
+        return None
 
 
 def _no_constant(name: str) -> Any:

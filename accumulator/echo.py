@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import orjson
 
 from . import formats
+from .assembly import first_value
 from .request import decoded
 from .result import add_warnings
 from .warnings import WarningLog
@@ -419,6 +420,12 @@ class ObservedCalls:
             if spliced:
                 details["arguments_splice"] = spliced
                 problems[-1] += f" (a splice of the arguments of {', '.join(spliced)})"
+            elif _first_value_of(call.arguments, observed.arguments):
+                details["arguments_first_value"] = True
+                problems[-1] += (
+                    " (the first JSON value of the arguments streamed, which are no JSON whole: what a client "
+                    "that finishes a call as soon as its arguments parse keeps)"
+                )
         if call.id is None:  # matched by position and name: the client echoed no id
             label = f"call {position} ({observed.id or 'no id'}, the client echoed none)"
         else:
@@ -549,6 +556,18 @@ def _agrees(call: EchoedCall, observed: ObservedCall) -> bool:
     """Whether an echo is the call streamed (``ObservedCalls._compare``'s test, without its warning)."""
     name_ok, arguments_ok = _agreement(call, observed)
     return name_ok and arguments_ok
+
+
+def _first_value_of(echoed: str, observed: str) -> bool:
+    """Whether a differing echo is the JSON value the streamed arguments begin with (the parse-early
+    rule's call: the arguments were no JSON whole, or the echo would not differ)."""
+    first = first_value(observed)
+    if first is None:
+        return False
+    try:
+        return orjson.loads(echoed or "{}") == first[0]
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _splice_of(echoed: str, siblings: list[ObservedCall]) -> list[str] | None:

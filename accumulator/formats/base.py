@@ -46,7 +46,7 @@ class RewriteSupport:
     event that carries a call's whole name (no ``split-names``). The factories build fresh per-stream
     stages: ``keys(purpose)`` a classifier for the ``interleave`` or ``serialize`` reorderer (unit ->
     (role, key), roles from ``rewrite.reorder``); ``split_final(unit)`` cuts a unit that carries both
-    fragments and a finish; ``edits(split, repeat, collide, counts)`` the injections that edit events;
+    fragments and a finish; ``edits(split, repeat, collide, seed, counts)`` the injections that edit events;
     ``reindex(counts)`` the reindex repair; ``fixups(counts)`` the stage that keeps a rewritten stream
     valid (renumbering, say). None where the format has no such thing.
     """

@@ -377,13 +377,13 @@ def _cut(name: str) -> int | None:
 
 
 class ChatEdits:
-    """The injections that edit chunks: ``split-names``, ``repeat-names``, ``collide-index``. Calls are
-    routed on the chunks as they arrive, before any edit."""
+    """The injections that edit chunks: ``split-names``, ``repeat-names``, ``collide-index``,
+    ``seed-args``. Calls are routed on the chunks as they arrive, before any edit."""
 
     name = "edits"
 
-    def __init__(self, split: bool, repeat: bool, collide: bool, counts: dict) -> None:
-        self._split, self._repeat, self._collide = split, repeat, collide
+    def __init__(self, split: bool, repeat: bool, collide: bool, seed: bool, counts: dict) -> None:
+        self._split, self._repeat, self._collide, self._seed = split, repeat, collide, seed
         self._router = CallRouter()
         self.counts = counts
         self.names_split = 0
@@ -417,6 +417,16 @@ class ChatEdits:
                         edited = True
                         self.names_split += 1
                         self._count("split-names")
+                if name and first_name and self._seed:
+                    if head is not None:  # the name split too: its first piece comes with the seed
+                        head["function"]["arguments"] = "{}"
+                    else:
+                        head = self._seed_arguments(entry, name)
+                        if head is not None:
+                            heads.append((choice, head))
+                    if head is not None:
+                        edited = True
+                        self._count("seed-args")
                 if self._repeat and (head is not None or not created) and self._repeat_identity(entry, call):
                     edited = True
                     self._count("repeat-names")
@@ -464,6 +474,21 @@ class ChatEdits:
         head["type"] = entry.pop("type", "function")
         head["function"] = {"name": name[:k], "arguments": ""}
         entry["function"] = {**entry["function"], "name": name[k:]}
+        return head
+
+    @staticmethod
+    def _seed_arguments(entry: dict, name: str) -> dict | None:
+        """A translator's seed: the call opens with ``{}`` as its arguments (Anthropic's empty input, as
+        some translate it into Chat Completions), then the entry, without its id and name, goes on with
+        the real ones. Returns the opening chunk's entry (None: no index to continue by)."""
+        if type(entry.get("index")) is not int:
+            return None
+        head = {"index": entry["index"]}
+        if "id" in entry:
+            head["id"] = entry.pop("id")
+        head["type"] = entry.pop("type", "function")
+        head["function"] = {"name": name, "arguments": "{}"}
+        entry["function"] = {k: v for k, v in entry["function"].items() if k != "name"}
         return head
 
     @staticmethod
@@ -651,7 +676,7 @@ FORMAT = WireFormat(
         key="id and index",
         keys=lambda purpose: IndexKeys() if purpose == "interleave" else CallKeys(),
         split_final=split_final,
-        edits=lambda split, repeat, collide, counts: ChatEdits(split, repeat, collide, counts),
+        edits=lambda split, repeat, collide, seed, counts: ChatEdits(split, repeat, collide, seed, counts),
         reindex=lambda counts: Reindex(counts),
     ),
 )

@@ -12,7 +12,7 @@ Every transformation keeps the stream valid for its format and the same calls, t
 correct client; an event no transformation touches leaves with its original bytes.
 """
 
-from .formats import INJECTIONS, REPAIRS, supported
+from .formats import BREAKING_INJECTIONS, INJECTIONS, REPAIRS, supported
 from .rewriter import StreamRewriter
 
-__all__ = ["INJECTIONS", "REPAIRS", "StreamRewriter", "supported"]
+__all__ = ["BREAKING_INJECTIONS", "INJECTIONS", "REPAIRS", "StreamRewriter", "supported"]

@@ -6,15 +6,19 @@ from __future__ import annotations
 from .. import formats
 from .reorder import Interleaver, Serializer
 
-INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
+INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "seed-args", "rechunk")
+# The one injection that changes what the stream means: its calls' arguments are no JSON any more (a
+# broken upstream's shape, to see what a client does with it); the others only reshape the same calls.
+BREAKING_INJECTIONS = ("seed-args",)
 REPAIRS = ("serialize", "reindex")
-_EDITS = ("split-names", "repeat-names", "collide-index")
+_EDITS = ("split-names", "repeat-names", "collide-index", "seed-args")
 _VERBS = {
     "interleave": "interleave",
     "serialize": "serialize",
     "split-names": "split a name across",
     "repeat-names": "repeat a name on",
     "collide-index": "give a colliding index",
+    "seed-args": "seed with an empty object",
     "reindex": "reindex",
 }
 
@@ -45,6 +49,8 @@ def skip_reason(format: str, name: str) -> str | None:
         return None
     if name == "split-names" and support.name_whole_in:
         return f"the name arrives whole in {support.name_whole_in}, with no field to continue it"
+    if name == "seed-args":
+        return f"a shape of {_having('edits')} streams a translator builds; not sent in {format}"
     return (
         f"a shape of {_having('edits')} streams: {format} fragments name their call by {support.key} alone, "
         "with no id or name"

@@ -11,6 +11,7 @@ import json
 from streams import call, choice, chunk, codes, named_sse, sse, tool_chunk, warning
 
 from accumulator import analyze
+from accumulator.echo import ObservedCalls
 
 CHAT = "openai-chat"
 
@@ -175,3 +176,42 @@ def test_it_is_asked_for_like_any_rule():
     assert list(analyze(body, CHAT, strategies=("recency",))["compatibility"]) == ["recency"]
     only = analyze(body, CHAT, strategies=("parse-early",))
     assert list(only["compatibility"]) == ["parse-early"] and "parse-early-misroute" in codes(only)
+
+
+# -- the client's own evidence: its follow-up echoes what it kept ---------------------------------------------
+
+
+SEEDED = chat(
+    (0, "call_w", "get_weather", "{}"),
+    (1, "call_t", "get_time", "{}"),
+    (0, None, None, '{"city": "Paris"}'),
+    (1, None, None, '{"tz": "CET"}'),
+)
+
+
+def follow_up(arguments: list[str]) -> bytes:
+    calls = [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+        for (i, n), a in zip((("call_w", "get_weather"), ("call_t", "get_time")), arguments, strict=True)
+    ]
+    messages = [{"role": "user", "content": "Weather and time?"}, {"role": "assistant", "tool_calls": calls}]
+    messages += [{"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls]
+    return json.dumps({"model": "m", "messages": messages}).encode()
+
+
+def test_an_echo_of_the_value_the_arguments_began_with_is_named_so():
+    calls = ObservedCalls()
+    calls.record(analyze(SEEDED, CHAT), "flow-0")
+    found = calls.check(follow_up(["{}", '{ "tz" : "CET" }{}']))
+    assert [w["code"] for w in found] == ["client-misassembled", "client-misassembled"]
+    kept, other = found
+    assert kept["arguments_first_value"] is True and "finishes a call as soon as" in kept["message"]
+    assert kept["observed"]["arguments"] == '{}{"city": "Paris"}' and kept["echoed"]["arguments"] == "{}"
+    assert "arguments_first_value" not in other  # not the value they began with
+
+
+def test_an_echo_of_other_arguments_is_not():
+    calls = ObservedCalls()
+    calls.record(analyze(SEEDED, CHAT), "flow-0")
+    (wrong,) = calls.check(follow_up(['{"city": "Paris"}', '{}{"tz": "CET"}']))
+    assert "arguments_first_value" not in wrong  # the second value, not the first

@@ -70,7 +70,7 @@ def test_usage_errors_name_the_program_and_say_what_is_wrong(capsys):
 @pytest.mark.parametrize(
     "option,bad,known",
     [
-        ("--inject", "shuffle", "interleave, split-names, repeat-names, collide-index, rechunk"),
+        ("--inject", "shuffle", "interleave, split-names, repeat-names, collide-index, seed-args, rechunk"),
         ("--repair", "polish", "serialize, reindex"),
         ("--strategies", "fifo", "recency, index-only, id-then-index, field-concat, last-wins"),
     ],
