@@ -424,7 +424,7 @@ class ObservedCalls:
                 details["arguments_first_value"] = True
                 problems[-1] += (
                     " (the first JSON value of the arguments streamed, which are no JSON whole: what a client "
-                    "that finishes a call as soon as its arguments parse keeps)"
+                    "that finishes a call as soon as its arguments parse, or parses them leniently, keeps)"
                 )
         if call.id is None:  # matched by position and name: the client echoed no id
             label = f"call {position} ({observed.id or 'no id'}, the client echoed none)"

@@ -9,7 +9,9 @@ declared (a shell command, a file read) and the follow-up carrying their results
 Clean runs: the calls the addon rebuilt are the ones the provider sent, the follow-up echoed them under the
 names sent and carried both results (checked by the addon: no warning), and no warning of severity
 `warning` came. Then every
-injection against every agent: whether it survives is measured and must be the table in the README."""
+injection against every agent: whether it survives is measured and must be the table in the README; and
+seed-args, which breaks the stream on purpose, against the Chat agents: what each echoes must be the table
+in docs/agents.md."""
 
 from __future__ import annotations
 
@@ -28,11 +30,14 @@ from lab import start_fake_provider, start_mitmdump
 from mitmproxy import io
 from streams import ROOT
 
+from accumulator.assembly import first_value
 from accumulator.echo import extract_echoes
 
 RUN_TIMEOUT = 240  # only so a hung agent fails the test instead of hanging it
 INJECTIONS = ("interleave", "split-names", "repeat-names", "collide-index", "rechunk")
 README = ROOT / "README.md"
+# The agents over Chat Completions, where seed-args applies (its own table in agents.md).
+SEEDED_RUNS = ("opencode", "openai-agents-chat", "langchain", "pydantic-ai", "litellm-sdk")
 
 
 def needs(name: str):
@@ -454,6 +459,56 @@ def test_injection_against_agent_is_as_the_table_says(name, injection, tmp_path)
             for w in r["result"]["warnings"]
         }
         assert said & {"client-misassembled", "unanswered-call"}, (said, report)
+
+
+def seeded_table() -> dict[tuple[str, str], str]:
+    """agents.md's table of what each Chat agent echoes under seed-args: {(run, "echoes"): kind}."""
+    return verdict_table(
+        (ROOT / "docs" / "agents.md").read_text(), "### A translator's seeded arguments (`seed-args`)"
+    )
+
+
+def echo_kind(echoed: str, streamed: str) -> str:
+    """What an echo of arguments that were no JSON whole is: the streamed text itself, the JSON value it
+    began with, or something else."""
+    if echoed == streamed:
+        return "as sent"
+    first = first_value(streamed)
+    try:
+        same = first is not None and json.loads(echoed or "{}") == first[0]
+    except ValueError:
+        same = False
+    return "the first value" if same else "other"
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=needs(name)) for name in SEEDED_RUNS])
+def test_seeded_arguments_are_kept_as_the_table_says(name, tmp_path):
+    outcome = run_agent(name, tmp_path, inject="seed-args")
+    report = f"stdout:\n{outcome.done.stdout}\nstderr:\n{outcome.done.stderr[-3000:]}"
+    [provider] = [r["result"] for r in outcome.records if calls_of(r)]
+    streamed = {c["id"]: c["arguments"] for c in provider["choices"][0]["tool_calls"]}
+    assert all(a.startswith("{}{") for a in streamed.values()), streamed
+    # On the stream: what a parse-early client builds.
+    (cut,) = [w for w in provider["warnings"] if w["code"] == "parse-early-misroute"]
+    assert [c["arguments"] for c in cut["would_build"]] == ["{}"] * len(streamed)
+    # The follow-up: what the agent echoed for each call, and what the addon said of it.
+    [(echoes, _)] = [
+        found
+        for flow in outcome.flows
+        if hasattr(flow, "request") and flow.websocket is None
+        for found in [extract_echoes(json.loads(flow.request.get_content() or b"null"))]
+        if found[1]
+    ]
+    kinds = {echo_kind(c.arguments or "", streamed[c.id]) for c in echoes if c.id in streamed}
+    assert len(kinds) == 1 and kinds == {seeded_table()[name, "echoes"]}, (kinds, report)
+    said = [w for r in outcome.records if not calls_of(r) for w in r["result"]["warnings"]]
+    misassembled = [w for w in said if w["code"] == "client-misassembled"]
+    if kinds == {"as sent"}:
+        assert misassembled == [], misassembled
+    else:
+        assert len(misassembled) == len(streamed), said
+        first = kinds == {"the first value"}
+        assert all(w.get("arguments_first_value", False) is first for w in misassembled), misassembled
 
 
 def through_toolcall_lens_run(name: str, tmp: Path, *mode: str) -> subprocess.CompletedProcess:
