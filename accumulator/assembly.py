@@ -80,8 +80,9 @@ class ToolCall:
         # Where a fragment ended in a closing bracket (white space aside), the only places its arguments
         # could have parsed whole before the end: flat pairs (that length, the event of the next fragment
         # that added more than white space, -1 until one does). None: no such fragment yet;
-        # _TOO_MANY_ENDS: too many to keep. What a client that finishes a call as soon as its arguments parse would have
-        # cut is decided from them at the end (``early_end``), for arguments that are no JSON whole.
+        # _TOO_MANY_ENDS: too many to keep. What a client that finishes a call as soon as its arguments
+        # parse would have cut is decided from them at the end (``early_end``), for arguments that are
+        # no JSON whole.
         self.ends: list[int] | None = None
         self.cut: tuple[int, int] | None = None  # (length kept, event of the first fragment ignored)
 
