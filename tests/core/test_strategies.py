@@ -47,14 +47,8 @@ BREAKING = {
         chunk(choice(0, "tool_calls")),
     ),
 }
-# The stream shape the parse-early rule breaks on is one whose arguments are no JSON whole: a client that
-# finishes a call as soon as they parse runs it with what parsed first (below, with the other rules').
-BREAKING["parse-early"] = sse(  # a translator that seeds Anthropic's empty input: {} then the real ones
-    tool_chunk(call(0, "call_w", "get_weather", "{}")),
-    tool_chunk(call(0, arguments='{"city": ')),
-    tool_chunk(call(0, arguments='"Paris"}')),
-    chunk(choice(0, "tool_calls")),
-)
+# The rules that route fragments their own way; parse-early routes as identity does and breaks only on
+# arguments that are no JSON whole (its own tests: test_parse_early.py).
 ROUTING = [name for name, strategy in STRATEGIES.items() if not strategy.derived]
 WOULD_BUILD = {
     "recency": ["search_circulars", "get_user_profile"],
